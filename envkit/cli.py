@@ -1,0 +1,186 @@
+"""The thin click layer: parse options, call one stage function, print through output.py.
+
+This is the only module that prints or exits. Heavy modules (rattler, NVML, jinja2, rich) are
+imported inside the commands so that `envkit --help` stays instant.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from envkit import __version__
+from envkit.config import ENV_VARS
+from envkit.errors import EnvkitError, ExitCode
+
+_CUDA_RE = re.compile(r"^\d{1,2}\.\d{1,2}$")
+_DRIVER_RE = re.compile(r"^\d{3,4}(\.\d{1,3}){1,2}$")
+_CC_RE = re.compile(r"^\d{1,2}\.\d$")
+_PY_RE = re.compile(r"^3\.\d{1,2}t?$")
+
+EPILOG = "\b\nEnvironment variables:\n" + "\n".join(f"  {k:<22} {v}" for k, v in ENV_VARS.items()) + (
+    "\n\n\b\nExit codes: 0 ok, 1 envkit error, 2 usage error, 3 verify FAILED, 4 verify SKIPPED (no usable GPU)")
+
+
+def _check_cuda(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    if value is None or value in ("auto", "cpu") or _CUDA_RE.match(value):
+        return value
+    raise click.BadParameter(f"{value!r}: use auto, cpu or a CUDA version like 12.4 or 13.0")
+
+
+def _check_driver(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    if value is None or _DRIVER_RE.match(value):
+        return value
+    raise click.BadParameter(f"{value!r}: use an NVIDIA driver version like 550.54.15 or 580.65.06")
+
+
+def _check_cc(_ctx: click.Context, _param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
+    for item in value:
+        if not _CC_RE.match(item) or not (3 <= int(item.split(".")[0]) <= 15):
+            raise click.BadParameter(f"{item!r}: use a compute capability like 8.6, 9.0 or 12.0 (one per GPU)")
+    return value
+
+
+def _check_python(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    if value is None or _PY_RE.match(value):
+        return value
+    raise click.BadParameter(f"{value!r}: use a Python version like 3.11 or 3.12")
+
+
+def selection_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """The options shared by detect, render and create (what to select, and for which machine)."""
+    options = [
+        click.option("--cuda", callback=_check_cuda, default=None, envvar="ENVKIT_CUDA",
+                     help="auto (detect), cpu, or X.Y: the CUDA level to plan for (default auto)."),
+        click.option("--torch", "torch_spec", default=None, metavar="SPEC",
+                     help="torch version or range, e.g. 2.5 or '>=2.4,<2.7' (default: newest known)."),
+        click.option("--python", "python", callback=_check_python, default=None, metavar="X.Y",
+                     help="Python version of the environment."),
+        click.option("--flavor", type=click.Choice(["conda-forge", "pytorch", "pip"]), default=None,
+                     envvar="ENVKIT_FLAVOR", help="Where torch comes from (default conda-forge)."),
+        click.option("--driver-version", callback=_check_driver, default=None, metavar="VER",
+                     help="Simulate a driver (replaces the hardware query)."),
+        click.option("--compute-capability", "compute_capability", multiple=True, callback=_check_cc,
+                     metavar="X.Y", help="Simulate a GPU (repeat once per GPU)."),
+        click.option("--no-driver-check", is_flag=True, help="Allow --cuda above what the driver reports."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _request(cuda: str | None, torch_spec: str | None, python: str | None, flavor: str | None,
+             no_driver_check: bool, spec_python: str | None = None) -> Any:
+    from envkit.models import Request
+
+    return Request(cuda=cuda or "auto", torch=torch_spec, python=python or spec_python,
+                   flavor=flavor or "conda-forge", no_driver_check=no_driver_check)
+
+
+@click.group(epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.version_option(__version__, prog_name="envkit")
+@click.option("-v", "--verbose", is_flag=True, help="Log every child process and decision.")
+def cli(verbose: bool) -> None:
+    """envkit: a working GPU training environment in one command, and proof that it works."""
+    if verbose:
+        import logging
+
+        logging.basicConfig(level=logging.DEBUG, format="%(name)s: %(message)s")
+
+
+@cli.command(epilog=EPILOG)
+@selection_options
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output (stable keys).")
+def detect(cuda: str | None, torch_spec: str | None, python: str | None, flavor: str | None,
+           driver_version: str | None, compute_capability: tuple[str, ...], no_driver_check: bool,
+           as_json: bool) -> None:
+    """Driver, the CUDA it supports, GPUs, and the PyTorch build envkit would pick, with reasons."""
+    from envkit import output
+    from envkit.compat.select import select
+    from envkit.detect import detect as run_detect
+    from envkit.errors import SelectionError
+    from envkit.models import DetectResult
+
+    machine = run_detect(driver_version=driver_version, compute_capabilities=compute_capability, cuda=cuda)
+    request = _request(cuda, torch_spec, python, flavor, no_driver_check)
+    try:
+        result = DetectResult(machine, select(machine, request))
+    except SelectionError as exc:
+        if not as_json:
+            output.print_detect(DetectResult(machine, None))
+            raise
+        output.plain(output.dump_json(output.detect_json(DetectResult(machine, None, str(exc)))))
+        raise SystemExit(int(ExitCode.ERROR)) from None
+    if as_json:
+        output.plain(output.dump_json(output.detect_json(result)))
+    else:
+        output.print_detect(result)
+
+
+@cli.command(epilog=EPILOG)
+@click.argument("name", required=False)
+@click.option("--prefix", default=None, help="Verify the environment at this path.")
+@click.option("--python", "python_exe", default=None, help="Verify this interpreter (no environment needed).")
+@click.option("--quick", is_flag=True, help="Skip the speed, memory and TFLOP/s measurements.")
+@click.option("--device", type=click.IntRange(min=0), default=None, help="GPU index to test (default 0).")
+@click.option("--all-gpus", is_flag=True, help="Check every visible GPU, then NCCL + DDP across them.")
+@click.option("--timeout", type=click.FloatRange(min=1), default=300.0, show_default=True,
+              help="Kill the payload (and its children) after this many seconds.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--report", "report_file", type=click.Path(dir_okay=False), default=None,
+              help="Also write the JSON report to this file.")
+def verify(name: str | None, prefix: str | None, python_exe: str | None, quick: bool, device: int | None,
+           all_gpus: bool, timeout: float, as_json: bool, report_file: str | None) -> None:
+    """Prove an environment trains with AMP on its GPU: PASS (0), FAIL (3) or SKIPPED (4, no GPU)."""
+    from pathlib import Path
+
+    from envkit import output
+    from envkit.stages import verify_env
+
+    report = verify_env(name=name, prefix=prefix, python=python_exe, quick=quick, device=device,
+                        all_gpus=all_gpus, timeout=timeout,
+                        report_file=Path(report_file) if report_file else None)
+    if as_json:
+        output.plain(output.dump_json(report.to_json()))
+    else:
+        output.print_verify(report)
+    raise SystemExit(int(report.exit_code))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: the one place that turns EnvkitError into a message and an exit code."""
+    code = _run(argv)
+    if "rattler" in sys.modules:
+        # py-rattler 0.28 can crash at interpreter exit after async work (rattler-notes.md §4):
+        # flush and leave without running the finalizers that race its runtime threads.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    raise SystemExit(code)
+
+
+def _run(argv: list[str] | None) -> int:
+    try:
+        cli.main(args=argv, prog_name="envkit", standalone_mode=False)
+    except EnvkitError as exc:
+        from envkit import output
+
+        output.error(exc.message, exc.hint)
+        return int(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        return 130
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except KeyboardInterrupt:
+        click.echo("Interrupted: nothing half-made was left behind.", err=True)
+        return 130
+    return 0

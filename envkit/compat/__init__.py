@@ -1,0 +1,149 @@
+"""Compatibility data (data.yaml, a source per row) loaded into plain typed objects."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from packaging.version import Version
+
+DATA_FILE = Path(__file__).with_name("data.yaml")
+
+CC = tuple[int, int]
+
+
+def parse_cc(text: str) -> CC:
+    """'8.6' or '86' -> (8, 6)."""
+    text = text.strip()
+    if "." in text:
+        major, minor = text.split(".", 1)
+        return int(major), int(minor)
+    return int(text[:-1]), int(text[-1])
+
+
+def cc_str(cc: CC) -> str:
+    return f"{cc[0]}.{cc[1]}"
+
+
+def sm(cc: CC) -> str:
+    return f"sm_{cc[0]}{cc[1]}"
+
+
+@dataclass(frozen=True)
+class ArchList:
+    """The SASS targets of a build plus the arch it also ships as PTX (for newer GPUs)."""
+
+    name: str
+    sass: tuple[CC, ...]
+    ptx: CC | None
+    src: str
+    verified: bool
+
+    @classmethod
+    def parse(cls, name: str, text: str, src: str, verified: bool) -> ArchList:
+        sass: list[CC] = []
+        ptx: CC | None = None
+        for item in text.split(";"):
+            item = item.strip()
+            if item.endswith("+PTX"):
+                item = item[: -len("+PTX")]
+                ptx = parse_cc(item)
+            sass.append(parse_cc(item))
+        return cls(name, tuple(sass), ptx, src, verified)
+
+    def describe(self) -> str:
+        body = ";".join(cc_str(c) for c in self.sass)
+        return body + ("+PTX" if self.ptx else "")
+
+
+@dataclass(frozen=True)
+class Build:
+    """One GPU variant of a torch release in one flavor (a wheel index, a conda-forge CUDA line...)."""
+
+    flavor: str
+    cuda: str  # "13.0"
+    label: str  # cu130 | cuda130 | pytorch-cuda=12.4
+    archs: ArchList
+
+    @property
+    def cuda_version(self) -> Version:
+        return Version(self.cuda)
+
+
+@dataclass(frozen=True)
+class Release:
+    minor: str
+    version: str
+    torchvision: str | None
+    torchaudio: str | None
+    python: tuple[str, ...]
+    builds: dict[str, tuple[Build, ...]]  # flavor -> GPU builds, oldest CUDA first
+    src: tuple[str, ...]
+
+    @property
+    def key(self) -> Version:
+        return Version(self.version)
+
+
+@dataclass(frozen=True)
+class CompatData:
+    sources: dict[str, str]
+    driver_cuda: tuple[tuple[str, Version, str], ...]  # (cuda, min driver, src), ascending
+    minor_compat_floor: dict[int, Version]
+    arch_first_cuda: dict[CC, Version]
+    releases: tuple[Release, ...]  # newest first
+
+    def release(self, minor: str) -> Release | None:
+        return next((r for r in self.releases if r.minor == minor), None)
+
+    def cuda_for_driver(self, driver: str) -> str | None:
+        """Highest CUDA a driver supports, derived from Table 3 (for the /proc and /sys sources)."""
+        version = driver_version(driver)
+        best = None
+        for cuda, minimum, _src in self.driver_cuda:
+            if version >= minimum:
+                best = cuda
+        return best
+
+
+def driver_version(text: str) -> Version:
+    """NVIDIA driver strings ('580.159.04', '570.26') compare as dotted integers."""
+    return Version(".".join(str(int(p)) for p in text.strip().split(".")))
+
+
+@functools.lru_cache(maxsize=1)
+def load() -> CompatData:
+    import yaml
+
+    raw: dict[str, Any] = yaml.safe_load(DATA_FILE.read_text(encoding="utf-8"))
+    sources = raw["sources"]
+    lists = {
+        name: ArchList.parse(name, row["archs"], row["src"], row.get("status") != "unverified")
+        for name, row in raw["arch_lists"].items()
+    }
+    releases = []
+    for row in raw["torch"]:
+        builds: dict[str, tuple[Build, ...]] = {}
+        pip = [Build("pip", f"{k[2:-1]}.{k[-1]}", k, lists[v]) for k, v in (row.get("pip") or {}).items()]
+        builds["pip"] = tuple(sorted(pip, key=lambda b: b.cuda_version))
+        cf = [Build("conda-forge", k, "cuda" + k.replace(".", ""), lists[v])
+              for k, v in (row.get("conda_forge") or {}).items()]
+        builds["conda-forge"] = tuple(sorted(cf, key=lambda b: b.cuda_version))
+        legacy = [Build("pytorch", k, f"pytorch-cuda={k}", lists[v])
+                  for k, v in (row.get("pytorch_channel") or {}).items()]
+        builds["pytorch"] = tuple(sorted(legacy, key=lambda b: b.cuda_version))
+        releases.append(Release(
+            minor=row["minor"], version=row["version"], torchvision=row.get("torchvision"),
+            torchaudio=row.get("torchaudio"), python=tuple(row["python"]), builds=builds,
+            src=tuple(row.get("src") or ()),
+        ))
+    releases.sort(key=lambda r: r.key, reverse=True)
+    return CompatData(
+        sources=sources,
+        driver_cuda=tuple((r["cuda"], driver_version(r["linux"]), r["src"]) for r in raw["driver_cuda"]),
+        minor_compat_floor={int(r["major"]): driver_version(r["linux"]) for r in raw["minor_compat_floor"]},
+        arch_first_cuda={parse_cc(r["sm"]): Version(r["cuda"]) for r in raw["arch_first_cuda"]},
+        releases=tuple(releases),
+    )

@@ -1,0 +1,87 @@
+"""Settings in one place: flag > ENVKIT_* environment variable > config file > default.
+
+Read lazily (never at import) so that `envkit --help` stays instant.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+# Environment variables envkit reads; listed in `envkit --help` and the README.
+ENV_VARS: dict[str, str] = {
+    "ENVKIT_HOME": "where envkit keeps environments when no conda is installed (default: ~/.local/share/envkit)",
+    "ENVKIT_CACHE_DIR": "package and repodata cache shared by all envs (default: ~/.cache/envkit)",
+    "ENVKIT_CONFIG": "path of the config file (default: ~/.config/envkit/config.yaml)",
+    "ENVKIT_CUDA": "default for --cuda (auto, cpu or X.Y)",
+    "ENVKIT_FLAVOR": "default for --flavor (conda-forge, pytorch or pip)",
+    "ENVKIT_MIRROR": "default for --mirror (a profile name or a URL)",
+    "ENVKIT_SPEC_PATH": "extra folders searched for environment specs, ':'-separated",
+    "CONDA_OVERRIDE_CUDA": "conda's standard override of the driver's CUDA version; empty = no CUDA",
+    "CUDA_VISIBLE_DEVICES": "honoured by detect and verify (indices or UUIDs; empty or -1 hides all GPUs)",
+}
+
+
+def _xdg(var: str, default: str) -> Path:
+    value = os.environ.get(var)
+    return Path(value) if value else Path.home() / default
+
+
+def config_path() -> Path:
+    value = os.environ.get("ENVKIT_CONFIG")
+    return Path(value) if value else _xdg("XDG_CONFIG_HOME", ".config") / "envkit" / "config.yaml"
+
+
+def user_spec_dir() -> Path:
+    return config_path().parent / "envs"
+
+
+def envkit_home() -> Path:
+    value = os.environ.get("ENVKIT_HOME")
+    return Path(value) if value else _xdg("XDG_DATA_HOME", ".local/share") / "envkit"
+
+
+def cache_dir() -> Path:
+    value = os.environ.get("ENVKIT_CACHE_DIR")
+    return Path(value) if value else _xdg("XDG_CACHE_HOME", ".cache") / "envkit"
+
+
+@dataclass(frozen=True)
+class FileConfig:
+    """The parsed config file; missing file = empty config."""
+
+    data: dict[str, Any]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.data.get(key, default)
+
+
+def load_file_config(path: Path | None = None) -> FileConfig:
+    """Read the YAML config file; a broken file is an error that names it."""
+    from envkit.errors import EnvkitError
+
+    path = path or config_path()
+    if not path.is_file():
+        return FileConfig({})
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise EnvkitError(f"config file {path} is not valid YAML: {exc}", f"fix or remove {path}") from exc
+    if not isinstance(data, dict):
+        raise EnvkitError(f"config file {path} must hold a mapping at the top level", f"fix or remove {path}")
+    return FileConfig(data)
+
+
+def setting(flag_value: Any, env_var: str, file_key: str, default: Any) -> Any:
+    """Resolve one setting by the documented precedence."""
+    if flag_value is not None:
+        return flag_value
+    env = os.environ.get(env_var)
+    if env is not None and env != "":
+        return env
+    file_value = load_file_config().get(file_key)
+    return default if file_value is None else file_value

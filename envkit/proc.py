@@ -1,0 +1,116 @@
+"""The one wrapper every child process goes through: argv lists, never a shell; logged; timed out.
+
+Modelled on pipx's `run_subprocess` / `_fix_subprocess_env` (architecture.md, habit 4).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import signal
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+log = logging.getLogger("envkit.proc")
+
+# Variables of envkit's own interpreter that must not leak into a target environment's python.
+_LEAKY_VARS = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "PYTHONEXECUTABLE",
+               "VIRTUAL_ENV", "__PYVENV_LAUNCHER__", "PYTHONNOUSERSITE")
+
+
+@dataclass(frozen=True)
+class Completed:
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+
+    def stderr_tail(self, lines: int = 20) -> str:
+        return "\n".join(self.stderr.strip().splitlines()[-lines:])
+
+
+def child_env(extra: Mapping[str, str] | None = None, *, isolate_python: bool = False,
+              drop: Sequence[str] = ()) -> dict[str, str]:
+    """The environment for a child: ours, minus what would leak envkit's interpreter, plus `extra`."""
+    env = dict(os.environ)
+    if isolate_python:
+        for name in _LEAKY_VARS:
+            env.pop(name, None)
+        env["PYTHONNOUSERSITE"] = "1"  # no ~/.local site-packages of the user leaking in either
+    for name in drop:
+        env.pop(name, None)
+    if extra:
+        env.update(extra)
+    return env
+
+
+def run(argv: Sequence[str], *, timeout: float | None = 60.0, env: Mapping[str, str] | None = None,
+        cwd: str | None = None, input_text: str | None = None,
+        on_line: Callable[[str], None] | None = None) -> Completed:
+    """Run `argv`; on timeout kill the whole process group (children included) and say so.
+
+    Raises FileNotFoundError when the program does not exist (callers turn that into an EnvkitError).
+    With `on_line`, stdout+stderr are streamed line by line (external engines) and returned merged.
+    """
+    argv = tuple(str(a) for a in argv)
+    log.debug("run: %s", shlex.join(argv))
+    proc = subprocess.Popen(  # noqa: S603 - argv list, never a shell
+        argv,
+        stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT if on_line else subprocess.PIPE,
+        env=dict(env) if env is not None else None,
+        cwd=cwd,
+        text=True,
+        errors="replace",
+        start_new_session=True,  # its own process group, so a timeout can kill grandchildren too
+    )
+    try:
+        if on_line is not None:
+            return _stream(proc, argv, timeout, on_line)
+        out, err = proc.communicate(input=input_text, timeout=timeout)
+        return Completed(argv, proc.returncode, out, err)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        out, err = proc.communicate()
+        return Completed(argv, proc.returncode if proc.returncode is not None else -9, out or "",
+                         err or "", timed_out=True)
+    except BaseException:
+        _kill_group(proc)
+        proc.wait()
+        raise
+
+
+def _stream(proc: subprocess.Popen[str], argv: tuple[str, ...], timeout: float | None,
+            on_line: Callable[[str], None]) -> Completed:
+    import threading
+
+    lines: list[str] = []
+    timer = threading.Timer(timeout, _kill_group, args=(proc,)) if timeout else None
+    if timer:
+        timer.start()
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            on_line(line.rstrip("\n"))
+        proc.wait()
+    finally:
+        fired = bool(timer and not timer.is_alive() and proc.returncode not in (0, None) and proc.returncode < 0)
+        if timer:
+            timer.cancel()
+    text = "".join(lines)
+    return Completed(argv, proc.returncode, text, text, timed_out=fired)
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        try:
+            proc.kill()
+        except ProcessLookupError:
+            pass

@@ -1,0 +1,1 @@
+"""verify: run the bundled AMP smoke test with a target environment's own python."""

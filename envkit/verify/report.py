@@ -1,0 +1,71 @@
+"""Pure verdict logic: payload JSON -> PASS / FAIL / SKIPPED, diagnosis and the saved report."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass, field
+from typing import Any
+
+from envkit import __version__
+from envkit.errors import ExitCode
+
+PASS, FAIL, SKIPPED = "PASS", "FAIL", "SKIPPED"
+GPU_CHECKS = {"architecture", "autocast", "grad_scaler", "training", "speed", "memory", "matmul_tflops",
+              "multi_gpu"}
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    outcome: str
+    checks: tuple[dict[str, Any], ...]
+    summary: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return {PASS: ExitCode.OK, FAIL: ExitCode.VERIFY_FAILED, SKIPPED: ExitCode.VERIFY_SKIPPED}[self.outcome]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"outcome": self.outcome, "exit_code": int(self.exit_code), "summary": self.summary,
+                **{k: v for k, v in self.data.items() if k not in ("outcome", "summary")}}
+
+
+def verdict(payload: dict[str, Any]) -> tuple[str, str]:
+    """FAIL if any check failed; SKIPPED if no GPU check ran; PASS otherwise (warnings allowed)."""
+    checks = payload.get("checks") or []
+    failed = [c for c in checks if c.get("status") == "fail"]
+    if failed:
+        first = failed[0]
+        more = f" (+{len(failed) - 1} more)" if len(failed) > 1 else ""
+        return FAIL, f"{first['name']}: {first['explanation']}{more}"
+    ran_gpu = [c for c in checks if c.get("name") in GPU_CHECKS and c.get("status") in ("pass", "warn")]
+    if not ran_gpu:
+        driver = next((c for c in checks if c.get("name") == "driver"), None)
+        why = driver["explanation"] if driver else "no usable GPU"
+        return SKIPPED, f"no GPU check ran: {why}. This is not a PASS: nothing proves the env trains on a GPU"
+    warned = [c for c in checks if c.get("status") == "warn"]
+    gpus = ", ".join(g.get("name", "?") for g in payload.get("gpus") or [])
+    tail = f"; {len(warned)} warning(s): " + "; ".join(c["name"] for c in warned) if warned else ""
+    return PASS, f"AMP works on {gpus or 'the GPU'} with torch {payload.get('torch')}{tail}"
+
+
+def build_report(payload: dict[str, Any], machine: dict[str, Any] | None, python: str,
+                 prefix: str | None) -> VerifyReport:
+    outcome, summary = verdict(payload)
+    data = {
+        "time": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "envkit_version": __version__,
+        "python": python,
+        "prefix": prefix,
+        "machine": machine,
+        **payload,
+    }
+    return VerifyReport(outcome, tuple(payload.get("checks") or ()), summary, data)
+
+
+def failure_report(name: str, explanation: str, machine: dict[str, Any] | None, python: str,
+                   prefix: str | None, values: dict[str, Any] | None = None) -> VerifyReport:
+    """A report for a payload that could not report itself (timeout, crash, garbage output)."""
+    payload = {"checks": [{"name": name, "status": "fail", "explanation": explanation,
+                           "values": values or {}, "duration_s": 0.0}]}
+    return build_report(payload, machine, python, prefix)
