@@ -10,10 +10,10 @@ export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
   { cat /proc/driver/nvidia/version; echo "--- /sys/module/nvidia/version"; cat /sys/module/nvidia/version; } > "$OUT/driver-files.txt" 2>&1
   echo "== envkit detect"; python3 -m envkit detect
   python3 -m envkit detect --json > "$OUT/detect-h200.json"; echo "detect rc=$?"
-  echo "== verify (full)"; s=$(date +%s.%N)
-  python3 -m envkit verify --python python3 --report "$OUT/verify-h200.json"; echo "verify rc=$? wall=$(echo "$(date +%s.%N) - $s" | bc)"
-  echo "== verify --quick"; s=$(date +%s.%N)
-  python3 -m envkit verify --python python3 --quick --report "$OUT/verify-quick-h200.json"; echo "quick rc=$? wall=$(echo "$(date +%s.%N) - $s" | bc)"
+  echo "== verify (full)"; s=$(date +%s%N)
+  python3 -m envkit verify --python python3 --report "$OUT/verify-h200.json"; echo "verify rc=$? wall_ms=$(( ($(date +%s%N) - s) / 1000000 ))"
+  echo "== verify --quick"; s=$(date +%s%N)
+  python3 -m envkit verify --python python3 --quick --report "$OUT/verify-quick-h200.json"; echo "quick rc=$? wall_ms=$(( ($(date +%s%N) - s) / 1000000 ))"
   echo "== verify with GPUs hidden"
   CUDA_VISIBLE_DEVICES= python3 -m envkit verify --python python3 --report "$OUT/verify-hidden-h200.json"; echo "hidden rc=$?"
 } 2>&1 | tee "$OUT/log.txt"

@@ -1,0 +1,92 @@
+"""`envkit detect` through the real entry point: output, exit codes and usage errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import FakeGpu, FakeNVML
+from helpers import cli_json, run_cli
+
+
+def test_detect_json_has_the_stable_keys(capsys: pytest.CaptureFixture[str], fake_nvml: FakeNVML) -> None:
+    fake_nvml.gpus = [FakeGpu("NVIDIA H200", (9, 0), 150754820096, "GPU-69adc721")]
+    code, data = cli_json(capsys, "detect", "--json")
+    assert code == 0
+    assert data["driver"] == {"version": "580.159.04", "cuda": "13.0", "source": "nvml"}
+    assert data["gpus"] == [{"index": 0, "name": "NVIDIA H200", "compute_capability": "9.0",
+                             "memory_mib": 143771, "uuid": "GPU-69adc721"}]
+    sel = data["selection"]
+    assert {"flavor", "torch", "torchvision", "cuda", "specs", "pip_index_url", "reasons"} <= set(sel)
+    assert (sel["flavor"], sel["cuda"], sel["pip_index_url"]) == ("conda-forge", "13.0", None)
+    assert sel["specs"][:2] == [f"pytorch={sel['torch']}=cuda*", "cuda-version=13.0"]
+
+
+def test_detect_human_output_explains(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "detect", "--driver-version", "470.82.01", "--compute-capability", "8.0",
+                           "--flavor", "pip")
+    assert code == 0
+    assert "470.82.01" in out and "cu118" in out and "minor version compatibility" in out
+
+
+def test_no_driver_is_exit_0_with_a_cpu_notice(capsys: pytest.CaptureFixture[str], no_nvml: None,
+                                               monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # noqa: ANN001
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr("envkit.detect.sources.from_driver_files", lambda root: __import__(
+        "envkit.detect", fromlist=["_Partial"])._Partial())
+    code, out, _ = run_cli(capsys, "detect")
+    assert code == 0 and "CPU build" in out
+
+
+def test_conda_override_cuda_env(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CONDA_OVERRIDE_CUDA", "12.4")
+    code, data = cli_json(capsys, "detect", "--json", "--driver-version", "550.54.15")
+    assert code == 0 and data["cuda_override"] == "12.4" and data["selection"]["cuda"] == "12.9"
+    monkeypatch.setenv("CONDA_OVERRIDE_CUDA", "")
+    code, data = cli_json(capsys, "detect", "--json", "--driver-version", "550.54.15")
+    assert code == 0 and data["selection"]["cuda"] is None
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["--cuda", "12.x"], "use auto, cpu or a CUDA version"),
+    (["--driver-version", "banana"], "use an NVIDIA driver version"),
+    (["--compute-capability", "99"], "use a compute capability like"),
+    (["--python", "three"], "use a Python version"),
+    (["--flavor", "nightly"], "conda-forge"),
+])
+def test_bad_values_are_usage_errors(capsys: pytest.CaptureFixture[str], args: list[str], words: str) -> None:
+    code, _out, err = run_cli(capsys, "detect", *args)
+    assert code == 2
+    assert words in err
+
+
+def test_no_build_is_an_error_with_a_fix(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(capsys, "detect", "--driver-version", "575.57.08", "--compute-capability", "12.0",
+                             "--torch", "2.6", "--flavor", "pip")
+    assert code == 1
+    assert "sm_120" in err and "fix:" in err and "2.7" in err
+    code, data = cli_json(capsys, "detect", "--json", "--driver-version", "575.57.08", "--compute-capability",
+                          "12.0", "--torch", "2.6", "--flavor", "pip")
+    assert code == 1 and data["selection"] is None and "sm_120" in data["error"]
+
+
+def test_cuda_above_driver(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _out, err = run_cli(capsys, "detect", "--driver-version", "535.104.05", "--cuda", "13.0")
+    assert code == 1 and "update the NVIDIA driver" in err
+    code, _out, _err = run_cli(capsys, "detect", "--driver-version", "535.104.05", "--cuda", "13.0",
+                               "--no-driver-check")
+    assert code == 0
+
+
+def test_help_lists_env_vars_and_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "--help")
+    assert code == 0 and "CONDA_OVERRIDE_CUDA" in out and "Exit codes" in out
+
+
+def test_cli_import_stays_light() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, envkit.cli; heavy=[m for m in ('torch','rattler','pynvml','jinja2','rich','yaml') "
+            "if m in sys.modules]; print(','.join(heavy))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == ""
