@@ -152,6 +152,46 @@ def verify(name: str | None, prefix: str | None, python_exe: str | None, quick: 
     raise SystemExit(int(report.exit_code))
 
 
+@cli.command(epilog=EPILOG)
+@click.argument("spec", required=False)
+@click.option("--from", "from_file", type=click.Path(dir_okay=False), default=None,
+              help="Adapt an existing environment.yml (a colleague's, or conda env export output) to this machine.")
+@click.option("--spec", "spec_path", type=click.Path(dir_okay=False), default=None,
+              help="Use this spec file instead of a named one.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+              help="Write the file here (atomically) instead of printing it.")
+@click.option("--name", default=None, help="Environment name written into the file.")
+@click.option("--mirror", default=None, envvar="ENVKIT_MIRROR",
+              help="Mirror profile (tuna, ustc, bfsu, sjtu, nju, aliyun, or one from the config) or a URL.")
+@selection_options
+def render(spec: str | None, from_file: str | None, spec_path: str | None, output: str | None, name: str | None,
+           mirror: str | None, cuda: str | None, torch_spec: str | None, python: str | None, flavor: str | None,
+           driver_version: str | None, compute_capability: tuple[str, ...], no_driver_check: bool) -> None:
+    """Render environment.yml for a named spec (default dl_train) on this machine, or adapt one (--from)."""
+    from pathlib import Path
+
+    from envkit import output as out
+    from envkit.errors import UsageError
+    from envkit.fsutil import atomic_write_text
+    from envkit.stages import render_env
+
+    if from_file and (spec or spec_path):
+        raise UsageError("give either a spec or --from FILE, not both", "envkit render dl_train  or  envkit render --from FILE")
+    result = render_env(spec=spec_path or spec, from_file=Path(from_file) if from_file else None, name=name,
+                        request=_request(cuda, torch_spec, python, flavor, no_driver_check),
+                        flavor_given=flavor is not None, mirror=mirror, driver_version=driver_version,
+                        compute_capabilities=compute_capability)
+    for change in result.changes:
+        out.plain(f"changed: {change}", err=True)
+    if output:
+        atomic_write_text(Path(output), result.text)
+        out.plain(f"wrote {output}: torch {result.selection.torch} "
+                  + (f"CUDA {result.selection.cuda}" if result.selection.cuda else "CPU") + f", {result.selection.flavor}",
+                  err=True)
+    else:
+        sys.stdout.write(result.text)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: the one place that turns EnvkitError into a message and an exit code."""
     code = _run(argv)

@@ -46,7 +46,7 @@ def esc(text: str) -> str:
 def console(stderr: bool = False) -> Any:
     from rich.console import Console
 
-    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+    return Console(stderr=stderr, highlight=False, soft_wrap=True)
 
 
 def print_detect(result: DetectResult) -> None:

@@ -5,9 +5,14 @@ They never print; cli.py renders what they return (architecture.md, habit 1).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from envkit.models import Machine, Request, Selection
+from envkit.render.envfile import EnvFile
 from envkit.verify.report import VerifyReport
+
+DEFAULT_REQUEST = Request()
 
 VERIFY_TIMEOUT = 300.0
 
@@ -36,3 +41,101 @@ def verify_env(*, name: str | None = None, prefix: str | None = None, python: st
     if report_file is not None:
         save_report(report, report_file)
     return report
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """`envkit render`: the file text plus what produced it."""
+
+    text: str
+    envfile: EnvFile
+    selection: Selection
+    machine: Machine
+    changes: tuple[str, ...] = ()
+    spec_name: str | None = None
+
+
+def detect_and_select(request: Request, *, driver_version: str | None = None,
+                      compute_capabilities: tuple[str, ...] = (), python_candidates: list[str | None] | None = None
+                      ) -> tuple[Machine, Selection]:
+    """detect() then select(); a spec's Python range is tried in order of preference."""
+    from envkit.compat.select import select
+    from envkit.detect import detect
+    from envkit.errors import SelectionError
+
+    machine = detect(driver_version=driver_version, compute_capabilities=compute_capabilities, cuda=request.cuda)
+    candidates = python_candidates or [request.python]
+    first_error: SelectionError | None = None
+    for python in candidates:
+        try:
+            return machine, select(machine, replace(request, python=python))
+        except SelectionError as exc:
+            first_error = first_error or exc
+    assert first_error is not None
+    raise first_error
+
+
+def _nearest_torch(req: Request, driver_version: str | None, compute_capabilities: tuple[str, ...],
+                   error: Exception) -> tuple[Machine, Selection]:
+    """Newer releases first (closest first), then older ones: stay as near the file's torch as possible."""
+    from packaging.version import Version
+
+    from envkit.compat import load
+    from envkit.errors import SelectionError
+
+    wanted = Version(req.torch or "0")
+    minors = [r.minor for r in load().releases]
+    newer = sorted((m for m in minors if Version(m) > wanted), key=Version)
+    older = sorted((m for m in minors if Version(m) < wanted), key=Version, reverse=True)
+    for minor in newer + older:
+        try:
+            return detect_and_select(replace(req, torch=minor), driver_version=driver_version,
+                                     compute_capabilities=compute_capabilities)
+        except SelectionError:
+            continue
+    raise error
+
+
+def render_env(*, spec: str | None = None, from_file: Path | None = None, name: str | None = None,
+               request: Request = DEFAULT_REQUEST, flavor_given: bool = False, mirror: str | None = None,
+               driver_version: str | None = None, compute_capabilities: tuple[str, ...] = ()) -> Rendered:
+    """A spec (or a colleague's file) + this machine -> environment.yml text."""
+    from envkit.config import load_file_config
+    from envkit.locations import check_name
+    from envkit.render import mirrors
+    from envkit.render.build import build_envfile, python_candidates
+
+    config = load_file_config().data
+    profile = mirrors.resolve(mirror, config)
+    if from_file is not None:
+        from envkit.render.adapt import adapt, parse_file, request_from
+
+        from envkit.errors import SelectionError
+
+        parsed = parse_file(from_file)
+        req = request_from(parsed, request, flavor_given)
+        fallback: list[str] = []
+        try:
+            machine, selection = detect_and_select(req, driver_version=driver_version,
+                                                   compute_capabilities=compute_capabilities)
+        except SelectionError as exc:
+            if request.torch is not None or req.torch is None:
+                raise
+            # the colleague's torch does not fit this machine: take the nearest release that does, loudly
+            machine, selection = _nearest_torch(req, driver_version, compute_capabilities, exc)
+            fallback.append(f"torch {req.torch} (from the file) does not fit this machine ({exc.message}); "
+                            f"using torch {selection.torch} instead (pin another with --torch)")
+        envfile, changes = adapt(parsed, selection, machine, name=name, mirror=profile, source=str(from_file),
+                                 extra_changes=fallback)
+        check_name(envfile.name)
+        return Rendered(envfile.render(), envfile, selection, machine, tuple(changes))
+    from envkit.render import specs
+
+    env_spec = specs.load(spec or "dl_train")
+    if env_spec.flavor and not flavor_given:
+        request = replace(request, flavor=env_spec.flavor)
+    machine, selection = detect_and_select(
+        request, driver_version=driver_version, compute_capabilities=compute_capabilities,
+        python_candidates=python_candidates(env_spec.python, request.python))
+    envfile = build_envfile(env_spec, selection, machine, name=check_name(name or env_spec.name), mirror=profile)
+    return Rendered(envfile.render(), envfile, selection, machine, (), env_spec.name)

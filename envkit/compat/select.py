@@ -73,6 +73,11 @@ def _exact_version(release: Release, text: str | None) -> str:
     return release.version
 
 
+def pip_local(version: str, variant: str) -> str:
+    """PyTorch index wheels carry the variant as a PEP 440 local version: 2.13.0+cu130."""
+    return _pip_local(version, variant)
+
+
 def _pip_local(version: str, variant: str) -> str:
     return f"{version}+{variant}"
 
@@ -162,7 +167,7 @@ def _specs(flavor: str, release: Release, version: str, python: str, build: Buil
         return (f"pytorch={version}=cuda*", f"cuda-version={build.cuda}", f"python={python}"), (), None, build.label
     if flavor == "pytorch":
         if build is None:
-            return (f"pytorch={version}", "cpuonly", f"python={python}"), (), None, "cpu"
+            return (f"pytorch={version}", "cpuonly", f"python={python}"), (), None, "cpu"  # no nvidia needed
         return (f"pytorch={version}", f"pytorch-cuda={build.cuda}", f"python={python}"), (), None, build.label
     variant = build.label if build else "cpu"
     pip = [f"torch=={_pip_local(version, variant)}"]
@@ -223,17 +228,21 @@ def _select(machine: Machine, request: Request, data: CompatData, *, explain: bo
         specs, pip_specs, index, variant = _specs(flavor, release, version, python, pick.build)
         reasons.append(_flavor_reason(flavor, pick.build))
         tv = release.torchvision
-        if flavor == "pip" and tv:
-            pip_specs = pip_specs + (f"torchvision=={_pip_local(tv, variant)}",)
         return Selection(
             flavor=flavor, torch=version, torchvision=tv, torchaudio=release.torchaudio,
             cuda=pick.build.cuda if pick.build else None, python=python, variant=variant,
-            specs=specs, channels=CHANNELS[flavor], pip_specs=pip_specs, pip_index_url=index,
+            specs=specs, channels=_channels(flavor, pick.build), pip_specs=pip_specs, pip_index_url=index,
             reasons=tuple(reasons), minor_version_compat=pick.mvc,
         )
     if not explain:
         raise SelectionError("no build")
     raise _no_build_error(machine, request, failures, data)
+
+
+def _channels(flavor: str, build: Build | None) -> tuple[str, ...]:
+    if flavor == "pytorch" and build is None:
+        return ("pytorch", "conda-forge")  # cpuonly builds need no nvidia channel
+    return CHANNELS[flavor]
 
 
 def _cuda_mode(machine: Machine, request: Request) -> tuple[str, str | None, list[str]]:

@@ -1,0 +1,195 @@
+"""Named environment specs (envs/*.yaml): what a team wants, not how one machine gets it.
+
+Search order: --spec PATH, then $ENVKIT_SPEC_PATH folders, the user config dir
+(~/.config/envkit/envs), then the packaged envs/. Specs are validated on load; errors name the
+file, the line and the key.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from envkit.errors import SpecError
+from envkit.render.envfile import CondaSpec, RenderError, check_pip_line, check_variables, parse_conda_spec
+
+KEYS = {"description", "python", "torch", "conda", "pip", "variables", "flavor", "template"}
+TORCH_FAMILY = {"torchvision", "torchaudio"}
+# Packages the selection owns: a spec naming them would fight the per-machine choice.
+SELECTION_OWNED = {"pytorch", "torch", "pytorch-cuda", "cudatoolkit", "cuda-version", "cpuonly",
+                   "pytorch-mutex", "pytorch-gpu", "pytorch-cpu", "python", "torchvision", "torchaudio"}
+_PY_RE = re.compile(r"^(3\.\d{1,2}|[<>=!~]=?\s*3\.\d{1,2}(\s*,\s*[<>=!~]=?\s*3\.\d{1,2})*)$")
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    name: str
+    path: Path
+    description: str
+    python: str | None  # "3.11" or a range ">=3.10,<3.13"
+    torch_extras: tuple[str, ...]  # torchvision / torchaudio
+    conda: tuple[CondaSpec, ...]
+    pip: tuple[str, ...]
+    variables: tuple[tuple[str, str], ...]
+    flavor: str | None
+    template: str | None
+
+
+def search_path(extra: Path | None = None) -> list[Path]:
+    from envkit.config import user_spec_dir
+    from envkit.resources import data_dir
+
+    dirs: list[Path] = []
+    env = os.environ.get("ENVKIT_SPEC_PATH")
+    if env:
+        dirs += [Path(p) for p in env.split(os.pathsep) if p]
+    dirs.append(user_spec_dir())
+    dirs.append(data_dir("envs"))
+    return dirs
+
+
+def available() -> dict[str, Path]:
+    """name -> file of every spec envkit can find, the first in search order winning."""
+    found: dict[str, Path] = {}
+    for directory in search_path():
+        if directory.is_dir():
+            for path in sorted(directory.glob("*.yaml")):
+                found.setdefault(path.stem, path)
+    return found
+
+
+def find(name_or_path: str) -> Path:
+    candidate = Path(name_or_path)
+    if candidate.suffix in (".yaml", ".yml") or os.sep in name_or_path:
+        if not candidate.is_file():
+            raise SpecError(f"spec file {name_or_path} does not exist", "check the path given to --spec")
+        return candidate
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.\-]*", name_or_path) or ".." in name_or_path:
+        raise SpecError(f"invalid spec name {name_or_path!r}", "spec names are letters, digits, '.', '_' and '-'")
+    specs = available()
+    if name_or_path not in specs:
+        raise SpecError(f"unknown environment spec {name_or_path!r}; available: {', '.join(sorted(specs))}",
+                        "pick one of those, or pass --spec PATH to your own YAML spec")
+    return specs[name_or_path]
+
+
+def _lines(path: Path, text: str) -> dict[str, int]:
+    """Top-level key -> line number (1-based), from the YAML node tree."""
+    import yaml
+
+    try:
+        node = yaml.compose(text)
+    except yaml.YAMLError:
+        return {}
+    out: dict[str, int] = {}
+    if isinstance(node, yaml.MappingNode):
+        for key, _value in node.value:
+            out[str(key.value)] = key.start_mark.line + 1
+    return out
+
+
+def load(name_or_path: str) -> EnvSpec:
+    from envkit.render.envfile import load_yaml_file
+
+    path = find(name_or_path)
+    try:
+        raw = load_yaml_file(path)
+    except RenderError as exc:
+        raise SpecError(exc.message, exc.hint) from exc
+    lines = _lines(path, path.read_text(encoding="utf-8"))
+
+    def where(key: str) -> str:
+        return f"{path}:{lines.get(key, 1)}: key '{key}'"
+
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise SpecError(f"{path}:1: a spec must be a mapping of keys ({', '.join(sorted(KEYS))})",
+                        "see envs/dl_train.yaml for the format")
+    unknown = sorted(set(map(str, raw)) - KEYS)
+    if unknown:
+        raise SpecError(f"{where(unknown[0])}: unknown key (allowed: {', '.join(sorted(KEYS))})",
+                        f"remove or rename '{unknown[0]}' in {path}")
+    try:
+        return _build(path, raw, where)
+    except RenderError as exc:
+        raise SpecError(exc.message, exc.hint) from exc
+
+
+def _list(raw: dict[str, Any], key: str, where: Any) -> list[Any]:
+    value = raw.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise SpecError(f"{where(key)}: must be a list", f"write '{key}:' followed by '- item' lines")
+    return value
+
+
+def _build(path: Path, raw: dict[str, Any], where: Any) -> EnvSpec:
+    python = raw.get("python")
+    if python is not None:
+        python = str(python).strip()
+        if not _PY_RE.match(python):
+            raise SpecError(f"{where('python')}: {python!r} is not a Python version or range",
+                            "use e.g. \"3.11\" or \">=3.10,<3.13\" (quoted)")
+    extras = []
+    for item in _list(raw, "torch", where):
+        if item not in TORCH_FAMILY:
+            raise SpecError(f"{where('torch')}: {item!r} is not a torch-family package",
+                            f"allowed: {', '.join(sorted(TORCH_FAMILY))} (torch itself is always included)")
+        extras.append(item)
+    conda: list[CondaSpec] = []
+    seen: dict[str, CondaSpec] = {}
+    for item in _list(raw, "conda", where):
+        spec = parse_conda_spec(item, where("conda"))
+        if spec.name in SELECTION_OWNED:
+            raise SpecError(f"{where('conda')}: {spec.name} is chosen per machine by envkit, not by the spec",
+                            "remove it; use the 'python' and 'torch' keys, or --torch/--python on the command line")
+        if spec.build:
+            raise SpecError(f"{where('conda')}: {item!r} pins a build string, which is machine-specific",
+                            "pin a version only (name=version)")
+        prior = seen.get(spec.name)
+        if prior is not None and prior.version != spec.version:
+            raise SpecError(f"{where('conda')}: conflicting pins for {spec.name}: "
+                            f"{prior.render()} and {spec.render()}", "keep one pin per package")
+        if prior is None:
+            seen[spec.name] = spec
+            conda.append(spec)
+    pip: list[str] = []
+    pip_names: dict[str, str] = {}
+    for item in _list(raw, "pip", where):
+        line = check_pip_line(item, where("pip"))
+        if line.startswith("-"):
+            raise SpecError(f"{where('pip')}: index options belong to mirror profiles, not specs",
+                            "remove the line; use --mirror for PyPI mirrors")
+        from packaging.requirements import Requirement
+
+        req_name = Requirement(line).name.lower().replace("_", "-") if not line.startswith(("git+", "http")) else line
+        if req_name in ("torch", "torchvision", "torchaudio"):
+            raise SpecError(f"{where('pip')}: {req_name} is chosen per machine by envkit",
+                            "remove it; use the 'torch' key or --flavor pip")
+        if req_name in pip_names and pip_names[req_name] != line:
+            raise SpecError(f"{where('pip')}: conflicting pins for {req_name}: {pip_names[req_name]} and {line}",
+                            "keep one pin per package")
+        if req_name not in pip_names:
+            pip_names[req_name] = line
+            pip.append(line)
+    flavor = raw.get("flavor")
+    if flavor is not None and flavor not in ("conda-forge", "pytorch", "pip"):
+        raise SpecError(f"{where('flavor')}: unknown flavor {flavor!r}", "use conda-forge, pytorch or pip")
+    template = raw.get("template")
+    if template is not None and (not isinstance(template, str) or not re.fullmatch(r"[\w.\-]+\.j2", template)):
+        raise SpecError(f"{where('template')}: template must be a file name in templates/ ending in .j2",
+                        "e.g. environment.yml.j2")
+    description = raw.get("description") or ""
+    if not isinstance(description, str):
+        raise SpecError(f"{where('description')}: must be a string", "write one line of text")
+    return EnvSpec(
+        name=path.stem, path=path, description=description.strip(), python=python,
+        torch_extras=tuple(extras), conda=tuple(conda), pip=tuple(pip),
+        variables=check_variables(raw.get("variables"), where("variables")),
+        flavor=flavor, template=template,
+    )
