@@ -192,6 +192,112 @@ def render(spec: str | None, from_file: str | None, spec_path: str | None, outpu
         sys.stdout.write(result.text)
 
 
+@cli.command(epilog=EPILOG)
+@click.argument("name")
+@click.option("--spec", "spec", default=None, help="Named spec or spec file (default: NAME if it is a spec, else dl_train).")
+@click.option("--file", "env_file", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Create from this environment.yml (adapted to this machine unless --no-adapt).")
+@click.option("--no-adapt", is_flag=True, help="Take --file literally (no CUDA replacement).")
+@click.option("--mirror", default=None, envvar="ENVKIT_MIRROR", help="Mirror profile or URL for channels and PyPI.")
+@click.option("--channel", "channels", multiple=True, metavar="URL",
+              help="Use these channels instead of the file's (repeatable; file://, http(s)://).")
+@click.option("--prefix", default=None, help="Create the environment at this path.")
+@click.option("--engine", type=click.Choice(["rattler", "conda", "mamba", "micromamba"]), default=None,
+              envvar="ENVKIT_ENGINE", help="Solver/installer (default: the embedded rattler).")
+@click.option("--dry-run", is_flag=True, help="Solve and print the plan; install nothing.")
+@click.option("--force", is_flag=True, help="Replace an existing env (the old one survives a failed rebuild).")
+@click.option("--no-verify", is_flag=True, help="Skip the AMP smoke test after creating.")
+@click.option("--require-gpu", is_flag=True, help="Fail unless a GPU build is selected and verify PASSes.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress output.")
+@click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
+@selection_options
+def create(name: str, spec: str | None, env_file: str | None, no_adapt: bool, mirror: str | None,
+           channels: tuple[str, ...], prefix: str | None, engine: str | None, dry_run: bool, force: bool,
+           no_verify: bool, require_gpu: bool, quiet: bool, as_json: bool, cuda: str | None, torch_spec: str | None,
+           python: str | None, flavor: str | None, driver_version: str | None, compute_capability: tuple[str, ...],
+           no_driver_check: bool) -> None:
+    """Detect, select, render, solve, install atomically and verify an environment."""
+    from pathlib import Path
+
+    from envkit import output
+    from envkit.create import CreateOptions, create_env
+    from envkit.errors import ExitCode
+    from envkit.render.specs import available
+
+    if spec is None and env_file is None:
+        spec = name if name in available() else "dl_train"
+    opts = CreateOptions(
+        name=name, spec=spec, file=Path(env_file) if env_file else None, no_adapt=no_adapt,
+        request=_request(cuda, torch_spec, python, flavor, no_driver_check), flavor_given=flavor is not None,
+        mirror=mirror, channels=channels, prefix=Path(prefix) if prefix else None, engine=engine or "rattler",
+        dry_run=dry_run, force=force, no_verify=no_verify, require_gpu=require_gpu,
+        driver_version=driver_version, compute_capabilities=compute_capability,
+        argv=("envkit", *sys.argv[1:]) if sys.argv and sys.argv[0].endswith("envkit") else ("envkit", "create", name),
+    )
+    quiet = quiet or as_json
+    on_line = None if quiet else (lambda line: output.plain("  " + line, err=True))
+    with output.progress(quiet) as progress:
+        result = create_env(opts, progress=progress, on_line=on_line)
+    if as_json:
+        output.plain(output.dump_json(result.to_json()))
+    elif dry_run:
+        output.print_plan(result)
+    else:
+        output.print_created(result)
+    if result.verify is not None:
+        outcome = result.verify.outcome
+        if outcome == "FAIL":
+            raise SystemExit(int(ExitCode.VERIFY_FAILED))
+        if outcome == "SKIPPED":
+            if require_gpu:
+                raise SystemExit(int(ExitCode.VERIFY_SKIPPED))
+            output.plain("NOTICE: verify was SKIPPED (no usable GPU): the env exists, but nothing proved it "
+                         "trains on a GPU.", err=True)
+
+
+@cli.command("list", epilog=EPILOG)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def list_cmd(as_json: bool) -> None:
+    """Environments made by envkit (with their last verify result) and the specs available."""
+    from envkit import output
+    from envkit.stages import list_all
+
+    data = list_all()
+    if as_json:
+        output.plain(output.dump_json(data))
+    else:
+        output.print_list(data)
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.argument("name")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
+def run(name: str, command: tuple[str, ...]) -> None:
+    """Run COMMAND with the environment activated: envkit run NAME -- python train.py"""
+    from envkit.stages import run_in_env
+
+    raise SystemExit(run_in_env(name, list(command)))
+
+
+@cli.command()
+@click.argument("name")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+def remove(name: str, yes: bool) -> None:
+    """Remove an environment."""
+    from envkit import output
+    from envkit.errors import UsageError
+    from envkit.locations import find_prefix
+    from envkit.stages import remove_env
+
+    prefix = find_prefix(name, None)
+    if not yes:
+        if not sys.stdin.isatty():
+            raise UsageError(f"refusing to remove {prefix} without confirmation", f"envkit remove {name} --yes")
+        click.confirm(f"Remove {prefix}?", abort=True)
+    remove_env(prefix)
+    output.plain(f"removed {prefix}")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: the one place that turns EnvkitError into a message and an exit code."""
     code = _run(argv)
@@ -212,8 +318,8 @@ def _run(argv: list[str] | None) -> int:
 
         output.error(exc.message, exc.hint)
         return int(exc.exit_code)
-    except click.exceptions.Abort:
-        click.echo("Aborted.", err=True)
+    except click.exceptions.Abort:  # click turns KeyboardInterrupt into Abort
+        click.echo("Interrupted: nothing half-made was left behind.", err=True)
         return 130
     except click.ClickException as exc:
         exc.show()

@@ -126,3 +126,142 @@ def print_verify(report: Any) -> None:
     if report.outcome == "SKIPPED":
         con.print("[bold yellow]!!! SKIPPED is not PASS: no check ran on a GPU. "
                   "Run on a machine with a visible NVIDIA GPU to prove this environment. !!![/]")
+
+
+def human_size(n: int | None) -> str:
+    if n is None:
+        return "?"
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GiB"
+
+
+def print_plan(result: Any) -> None:
+    from rich.table import Table
+
+    con = console()
+    table = Table(show_edge=False, title=f"plan for {result.prefix}")
+    for col in ("package", "version", "build", "channel", "size", ""):
+        table.add_column(col)
+    for p in sorted(result.packages, key=lambda p: p.name):
+        table.add_row(p.name, p.version, p.build, esc(p.channel), human_size(p.size), "cached" if p.cached else "")
+    con.print(table)
+    for line in result.pip_lines:
+        con.print(f"  pip: {esc(line)}")
+    con.print(f"{len(result.packages)} packages, {human_size(result.download_bytes)} to download. "
+              "Dry run: nothing was installed.")
+
+
+def print_created(result: Any) -> None:
+    from envkit.locations import activation_hint
+
+    con = console()
+    for note in result.notes:
+        con.print(f"[yellow]note:[/] {esc(note)}")
+    phases = ", ".join(f"{k} {v:.2f}s" for k, v in result.phases.items())
+    con.print(f"[bold green]created[/] {esc(str(result.prefix))}: {len(result.packages)} conda packages"
+              + (f", {len(result.pip_lines)} pip" if result.pip_lines else "") + f" ({phases})")
+    if result.selection is not None:
+        sel = result.selection
+        con.print(f"  torch {sel.torch} · " + (f"CUDA {sel.cuda} ({sel.variant})" if sel.cuda else "CPU build")
+                  + f" · python {sel.python} · {sel.flavor}")
+    con.print(f"  activate: {esc(activation_hint(result.prefix))}")
+    if result.verify is not None:
+        print_verify(result.verify)
+    else:
+        con.print("  verify skipped (--no-verify): run `envkit verify " + result.prefix.name + "`")
+
+
+class _PlainProgress:
+    def __init__(self) -> None:
+        from envkit.engines.rattler_engine import Progress
+
+        self.progress = Progress(phase=lambda name: plain(f"{name}...", err=True))
+
+    def __enter__(self) -> Any:
+        return self.progress
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+class _RichProgress:
+    def __init__(self) -> None:
+        from rich.progress import BarColumn, DownloadColumn, Progress as Bar, SpinnerColumn, TextColumn
+
+        from envkit.engines.rattler_engine import Progress
+
+        self.bar = Bar(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+                       console=console(stderr=True), transient=True)
+        self.solve = self.bar.add_task("solve", total=None)
+        self.download = self.bar.add_task("download", total=None, visible=False)
+        self.link = self.bar.add_task("link", total=None, visible=False)
+
+        def phase(name: str) -> None:
+            if name == "install":
+                self.bar.update(self.solve, total=1, completed=1)
+                self.bar.update(self.download, visible=True)
+                self.bar.update(self.link, visible=True)
+
+        self.progress = Progress(
+            phase=phase,
+            download_total=lambda n: self.bar.update(self.download, total=n or None),
+            download_bytes=lambda n: self.bar.advance(self.download, n),
+            link_total=lambda n: self.bar.update(self.link, total=n),
+            linked=lambda _name: self.bar.advance(self.link, 1),
+        )
+
+    def __enter__(self) -> Any:
+        self.bar.start()
+        return self.progress
+
+    def __exit__(self, *exc: Any) -> None:
+        self.bar.stop()
+
+
+class _QuietProgress:
+    def __enter__(self) -> Any:
+        from envkit.engines.rattler_engine import Progress
+
+        return Progress()
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+def progress(quiet: bool) -> Any:
+    """Rich bars on a terminal, plain phase lines otherwise, nothing with --quiet/--json."""
+    if quiet:
+        return _QuietProgress()
+    if sys.stderr.isatty():
+        return _RichProgress()
+    return _PlainProgress()
+
+
+def print_list(data: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    con = console()
+    if data["environments"]:
+        table = Table(show_edge=False, title="environments")
+        for col in ("name", "torch", "build", "last verify", "prefix"):
+            table.add_column(col)
+        for env in data["environments"]:
+            build = (f"CUDA {env['cuda']}" if env["cuda"] else ("CPU" if env["torch"] else "")) + (
+                f" ({env['flavor']})" if env["flavor"] else "")
+            outcome = env["verify"] or "never"
+            style = _OUTCOME_STYLE.get(outcome, "dim")
+            table.add_row(env["name"], env["torch"] or ("?" if env["by_envkit"] else "(not envkit)"), build,
+                          f"[{style}]{outcome}[/]", esc(env["prefix"]))
+        con.print(table)
+    else:
+        con.print("no environments yet: envkit create dl_train")
+    table = Table(show_edge=False, title="specs")
+    table.add_column("spec")
+    table.add_column("description")
+    for spec in data["specs"]:
+        table.add_row(spec["name"], esc(spec["description"]))
+    con.print(table)

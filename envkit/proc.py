@@ -114,3 +114,15 @@ def _kill_group(proc: subprocess.Popen[str]) -> None:
             proc.kill()
         except ProcessLookupError:
             pass
+
+
+def run_interactive(argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> int:
+    """Run with the terminal attached (envkit run); Ctrl-C goes to the child; return its exit code."""
+    argv = tuple(str(a) for a in argv)
+    log.debug("run (interactive): %s", shlex.join(argv))
+    proc = subprocess.Popen(argv, env=dict(env) if env is not None else None)  # noqa: S603
+    while True:
+        try:
+            return proc.wait()
+        except KeyboardInterrupt:
+            continue  # the child got the SIGINT too; wait for it to finish

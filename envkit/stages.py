@@ -5,8 +5,10 @@ They never print; cli.py renders what they return (architecture.md, habit 1).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from envkit.models import Machine, Request, Selection
 from envkit.render.envfile import EnvFile
@@ -75,6 +77,17 @@ def detect_and_select(request: Request, *, driver_version: str | None = None,
     raise first_error
 
 
+def _with_index(selection: Selection, base: str | None) -> Selection:
+    """ENVKIT_PYTORCH_INDEX / config `pytorch_index`: a mirror of download.pytorch.org/whl."""
+    if not base or selection.pip_index_url is None:
+        return selection
+    from envkit.compat.select import PYTORCH_INDEX
+    from envkit.render.mirrors import strip_credentials
+
+    clean = strip_credentials(str(base).rstrip("/"))[0]
+    return replace(selection, pip_index_url=selection.pip_index_url.replace(PYTORCH_INDEX, clean))
+
+
 def _nearest_torch(req: Request, driver_version: str | None, compute_capabilities: tuple[str, ...],
                    error: Exception) -> tuple[Machine, Selection]:
     """Newer releases first (closest first), then older ones: stay as near the file's torch as possible."""
@@ -107,6 +120,7 @@ def render_env(*, spec: str | None = None, from_file: Path | None = None, name: 
 
     config = load_file_config().data
     profile = mirrors.resolve(mirror, config)
+    index_base = os.environ.get("ENVKIT_PYTORCH_INDEX") or config.get("pytorch_index")
     if from_file is not None:
         from envkit.render.adapt import adapt, parse_file, request_from
 
@@ -125,6 +139,7 @@ def render_env(*, spec: str | None = None, from_file: Path | None = None, name: 
             machine, selection = _nearest_torch(req, driver_version, compute_capabilities, exc)
             fallback.append(f"torch {req.torch} (from the file) does not fit this machine ({exc.message}); "
                             f"using torch {selection.torch} instead (pin another with --torch)")
+        selection = _with_index(selection, index_base)
         envfile, changes = adapt(parsed, selection, machine, name=name, mirror=profile, source=str(from_file),
                                  extra_changes=fallback)
         check_name(envfile.name)
@@ -137,5 +152,93 @@ def render_env(*, spec: str | None = None, from_file: Path | None = None, name: 
     machine, selection = detect_and_select(
         request, driver_version=driver_version, compute_capabilities=compute_capabilities,
         python_candidates=python_candidates(env_spec.python, request.python))
+    selection = _with_index(selection, index_base)
     envfile = build_envfile(env_spec, selection, machine, name=check_name(name or env_spec.name), mirror=profile)
     return Rendered(envfile.render(), envfile, selection, machine, (), env_spec.name)
+
+
+ACTIVATE = ('for f in "$CONDA_PREFIX"/etc/conda/activate.d/*.sh; do [ -f "$f" ] && . "$f"; done; '
+            'exec "$@"')
+
+
+def activated_env(prefix: Path) -> dict[str, str]:
+    """What `conda activate` sets that matters to a program: PATH, CONDA_PREFIX, env vars from conda-meta/state."""
+    import json
+    import os
+
+    from envkit import proc
+
+    env = proc.child_env(isolate_python=True)
+    env["PATH"] = f"{prefix / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    env["CONDA_PREFIX"] = str(prefix)
+    env["CONDA_DEFAULT_ENV"] = prefix.name
+    try:
+        state = json.loads((prefix / "conda-meta" / "state").read_text())
+        env.update({str(k): str(v) for k, v in (state.get("env_vars") or {}).items()})
+    except (OSError, ValueError):
+        pass
+    return env
+
+
+def run_in_env(name: str, command: list[str]) -> int:
+    from envkit import proc
+    from envkit.errors import EnvkitError
+    from envkit.locations import find_prefix
+
+    prefix = find_prefix(name if "/" not in name else None, name if "/" in name else None)
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise EnvkitError("no command given", f"envkit run {name} -- python -c 'import torch'")
+    try:
+        return proc.run_interactive(["bash", "-c", ACTIVATE, "envkit-run", *command], env=activated_env(prefix))
+    except FileNotFoundError as exc:
+        raise EnvkitError(f"cannot run {command[0]}: {exc}", "is bash installed?") from exc
+
+
+def remove_env(prefix: Path) -> None:
+    import shutil
+
+    from envkit.errors import EnvNotFoundError
+
+    if not (prefix / "conda-meta").is_dir():
+        raise EnvNotFoundError(f"{prefix} is not an environment", "envkit list shows the environments")
+    trash = prefix.parent / f".envkit-staging.{prefix.name}.0.removing"
+    prefix.rename(trash)  # atomic: the name is free at once, even if deleting takes a while
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+def list_all() -> dict[str, Any]:
+    import json
+
+    from envkit.locations import META_DIR, list_envs
+    from envkit.render import specs
+
+    envs = []
+    for prefix in list_envs():
+        meta = prefix / META_DIR
+        created: dict[str, Any] = {}
+        verify: dict[str, Any] = {}
+        try:
+            created = json.loads((meta / "create.json").read_text())
+        except (OSError, ValueError):
+            pass
+        try:
+            verify = json.loads((meta / "verify.json").read_text())
+        except (OSError, ValueError):
+            pass
+        sel = created.get("selection") or {}
+        envs.append({
+            "name": prefix.name, "prefix": str(prefix), "by_envkit": bool(created),
+            "torch": sel.get("torch"), "cuda": sel.get("cuda"), "flavor": sel.get("flavor"),
+            "created": created.get("created"),
+            "verify": verify.get("outcome"), "verified": verify.get("time"),
+        })
+    spec_rows = []
+    for name, path in sorted(specs.available().items()):
+        try:
+            description = specs.load(str(path)).description
+        except Exception as exc:  # a broken user spec is listed, not fatal
+            description = f"(invalid: {getattr(exc, 'message', exc)})"
+        spec_rows.append({"name": name, "path": str(path), "description": description})
+    return {"environments": envs, "specs": spec_rows}

@@ -1,0 +1,472 @@
+"""`envkit create`: detect -> select -> render -> solve -> plan guard -> install atomically -> verify.
+
+Atomicity (rattler has no rollback, rattler-notes §4): the env is built in a staging folder next
+to its final place with `alternative_target_prefix=final`, the pip section runs inside the staging
+env, and only a complete env is renamed into place. With --force the old env is moved aside first
+and restored if the swap fails. Staging folders of dead processes are swept on the next run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets as _random
+import shutil
+import signal
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from envkit import __version__, proc
+from envkit.errors import EngineError, EnvExistsError, PlanGuardError, UsageError
+from envkit.locations import META_DIR, check_name, default_prefix
+from envkit.models import Machine, Request, Selection
+from envkit.render.envfile import EnvFile
+from envkit.secrets import redact
+from envkit.verify.report import VerifyReport
+
+STAGING = ".envkit-staging"
+OLD = ".envkit-old"
+ENGINES = ("rattler", "conda", "mamba", "micromamba")
+
+
+@dataclass(frozen=True)
+class CreateOptions:
+    name: str
+    spec: str | None = None
+    file: Path | None = None
+    no_adapt: bool = False
+    request: Request = field(default_factory=Request)
+    flavor_given: bool = False
+    mirror: str | None = None
+    channels: tuple[str, ...] = ()
+    prefix: Path | None = None
+    engine: str = "rattler"
+    dry_run: bool = False
+    force: bool = False
+    no_verify: bool = False
+    require_gpu: bool = False
+    driver_version: str | None = None
+    compute_capabilities: tuple[str, ...] = ()
+    argv: tuple[str, ...] = ("envkit", "create")
+    verify_timeout: float = 300.0
+
+
+@dataclass(frozen=True)
+class CreateResult:
+    prefix: Path
+    packages: tuple[Any, ...]  # PlannedPackage
+    selection: Selection | None
+    machine: Machine
+    phases: dict[str, float]
+    dry_run: bool
+    env_file: str
+    verify: VerifyReport | None = None
+    pip_lines: tuple[str, ...] = ()
+    engine: str = "rattler"
+    notes: tuple[str, ...] = ()
+
+    @property
+    def download_bytes(self) -> int:
+        return sum(p.size or 0 for p in self.packages if not p.cached)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "prefix": str(self.prefix), "dry_run": self.dry_run, "engine": self.engine,
+            "selection": self.selection.to_json() if self.selection else None,
+            "packages": [{k: v for k, v in asdict(p).items() if k in (
+                "name", "version", "build", "channel", "subdir", "size", "cached")} for p in self.packages],
+            "pip": list(self.pip_lines),
+            "download_bytes": self.download_bytes,
+            "phases_s": {k: round(v, 3) for k, v in self.phases.items()},
+            "verify": self.verify.to_json() if self.verify else None,
+            "notes": list(self.notes),
+        }
+
+
+class Timer:
+    def __init__(self) -> None:
+        self.phases: dict[str, float] = {}
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.phases[name] = self.phases.get(name, 0.0) + time.perf_counter() - start
+
+
+# -- what to install ----------------------------------------------------------------------------
+def _prepare(opts: CreateOptions, timer: Timer) -> tuple[EnvFile, Selection | None, Machine]:
+    from envkit.stages import render_env
+
+    if opts.file is not None and opts.no_adapt:
+        from envkit.detect import detect
+
+        with timer.phase("detect"):
+            machine = detect(driver_version=opts.driver_version, compute_capabilities=opts.compute_capabilities,
+                             cuda=opts.request.cuda)
+        with timer.phase("render"):
+            envfile = envfile_as_is(opts.file, opts.name)
+        return envfile, None, machine
+    with timer.phase("render"):
+        rendered = render_env(spec=opts.spec if opts.file is None else None, from_file=opts.file, name=opts.name,
+                              request=opts.request, flavor_given=opts.flavor_given,
+                              mirror=opts.mirror, driver_version=opts.driver_version,
+                              compute_capabilities=opts.compute_capabilities)
+    return rendered.envfile, rendered.selection, rendered.machine
+
+
+def envfile_as_is(path: Path, name: str) -> EnvFile:
+    """--file with --no-adapt: the user's file, validated, taken literally (prefix: ignored)."""
+    from envkit.render.adapt import parse_file
+    from envkit.render.envfile import check_channel, check_pip_line, parse_conda_spec
+
+    parsed = parse_file(path)
+    channels = tuple(check_channel(c, f"{path}: channels") for c in parsed.channels)
+    if not channels:
+        raise UsageError(f"{path} lists no channels (conda 26 has no implicit defaults)",
+                         "add a channels: list, pass --channel URL, or drop --no-adapt")
+    deps = tuple(parse_conda_spec(d, f"{path}: dependencies").render() for d in parsed.conda)
+    pip = tuple(check_pip_line(p, f"{path}: pip") for p in parsed.pip)
+    return EnvFile(name, channels, deps, pip, parsed.variables, (f"taken as is from {path.name} (--no-adapt)",))
+
+
+def cuda_override_for(opts: CreateOptions, machine: Machine, selection: Selection | None) -> str | None:
+    """The __cuda the solve assumes: --cuda X.Y, CONDA_OVERRIDE_CUDA, or a simulated driver's CUDA."""
+    cuda = opts.request.cuda
+    if cuda not in ("auto", "cpu", ""):
+        return cuda
+    if machine.cuda_override is not None:
+        return machine.cuda_override
+    if machine.simulated and machine.driver is not None:
+        return machine.driver.cuda or ""
+    if cuda == "cpu" or (selection is not None and not selection.is_gpu and machine.driver is None):
+        return None
+    return None
+
+
+# -- the plan guard ------------------------------------------------------------------------------
+_CPU_BUILD = re.compile(r"^cpu[_-]|(^|_)cpu(_|$)")
+
+
+def plan_guard(selection: Selection | None, packages: Sequence[Any], specs: Sequence[str]) -> None:
+    """A GPU build was selected but the solution holds a CPU torch: stop before any download."""
+    if selection is None or not selection.is_gpu:
+        return
+    by_name = {p.name: p for p in packages}
+    culprit = None
+    torch = by_name.get("pytorch")
+    mutex = by_name.get("pytorch-mutex")
+    if "cpuonly" in by_name:
+        culprit = "cpuonly"
+    elif mutex is not None and mutex.build.startswith("cpu"):
+        culprit = next((p.name for p in packages if any(d.startswith("pytorch-mutex") and "cpu" in d
+                                                            for d in p.depends)), "pytorch-mutex")
+    elif torch is not None and _CPU_BUILD.search(torch.build):
+        culprit = "pytorch"
+    if culprit is None:
+        return
+    detail = f" (pulled in through {_blame(culprit, by_name, specs)!r})"
+    build = torch.build if torch else "?"
+    raise PlanGuardError(
+        f"the solved plan installs a CPU build of PyTorch (pytorch {build}) although a CUDA {selection.cuda} "
+        f"build was selected; the cause is {culprit}{detail}. Nothing was downloaded",
+        f"remove {culprit} from the environment file, or pin pytorch=*=cuda* (envkit render does), "
+        "or ask for a CPU env with --cuda cpu")
+
+
+def _spec_name(spec: str) -> str:
+    return re.split(r"[\s=<>!~\[]", spec.split("::")[-1], maxsplit=1)[0]
+
+
+def _blame(culprit: str, by_name: dict[str, Any], specs: Sequence[str]) -> str:
+    """The requested spec whose dependency tree reaches `culprit` (itself if it was asked for)."""
+    for spec in specs:
+        seen: set[str] = set()
+        todo = [_spec_name(spec)]
+        while todo:
+            name = todo.pop()
+            if name == culprit:
+                return spec
+            if name in seen or name not in by_name:
+                continue
+            seen.add(name)
+            todo += [_spec_name(d) for d in by_name[name].depends]
+    return culprit
+
+
+def pip_guard(selection: Selection | None, requirements: Sequence[tuple[str, str]]) -> None:
+    """The pip side of the guard: a +cpu torch wheel when a GPU build was selected."""
+    if selection is None or not selection.is_gpu:
+        return
+    for name, version in requirements:
+        if name.lower() in ("torch", "torchvision", "torchaudio") and version.endswith("+cpu"):
+            raise PlanGuardError(
+                f"pip would install {name}=={version}, a CPU wheel, although CUDA {selection.cuda} was selected",
+                f"use the PyTorch index for the selection ({selection.pip_index_url}) and pin "
+                f"{name}==<version>+{selection.variant}")
+
+
+# -- staging and sweeping ------------------------------------------------------------------------
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep(parent: Path) -> list[str]:
+    """Remove staging folders of dead envkit runs; put back an env a crashed --force moved aside."""
+    notes: list[str] = []
+    if not parent.is_dir():
+        return notes
+    for entry in parent.iterdir():
+        match = re.match(rf"^({re.escape(STAGING)}|{re.escape(OLD)})\.(.+)\.(\d+)\.[0-9a-f]+$", entry.name)
+        if not match or _alive(int(match.group(3))):
+            continue
+        kind, name = match.group(1), match.group(2)
+        final = parent / name
+        if kind == OLD and not final.exists():
+            entry.rename(final)
+            notes.append(f"restored {final} (a previous --force rebuild was interrupted)")
+        else:
+            shutil.rmtree(entry, ignore_errors=True)
+            notes.append(f"removed a stale staging folder {entry.name}")
+    return notes
+
+
+@contextmanager
+def _term_as_interrupt() -> Iterator[None]:
+    """Ctrl-C and SIGTERM (a `kill`, a CI timeout) interrupt the install at once and clean up.
+
+    A handler of our own (not Python's default) also keeps asyncio.run from swallowing SIGINT
+    while it waits on rattler's future: the wakeup fd breaks the wait and the handler raises.
+    """
+    def handler(_signum: int, _frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous: dict[int, Any] = {}
+    try:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, handler)
+    except ValueError:  # not in the main thread
+        pass
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def _check_target(prefix: Path, force: bool) -> None:
+    if not prefix.exists():
+        return
+    is_env = (prefix / "conda-meta").is_dir()
+    if not force:
+        what = "an environment" if is_env else "a folder"
+        raise EnvExistsError(f"{prefix} already exists ({what}); it was not touched",
+                             f"pass --force to rebuild it (the old one stays until the new one is complete), "
+                             f"or choose another name")
+    if not is_env and any(prefix.iterdir()):
+        raise EnvExistsError(f"{prefix} exists and is not a conda environment; envkit will not replace it",
+                             "choose another name or --prefix")
+
+
+def _swap_in(staging: Path, final: Path, tag: str) -> None:
+    if final.exists():
+        old = final.parent / f"{OLD}.{final.name}.{os.getpid()}.{tag}"
+        final.rename(old)
+        try:
+            staging.rename(final)
+        except BaseException:
+            old.rename(final)
+            raise
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        staging.rename(final)
+
+
+def _fix_shebangs(prefix: Path, staging: Path, final: Path) -> None:
+    """pip wrote `#!<staging>/bin/python` into entry points; point them at the final prefix."""
+    old, new = str(staging).encode(), str(final).encode()
+    bindir = prefix / "bin"
+    if not bindir.is_dir():
+        return
+    for script in bindir.iterdir():
+        if script.is_symlink() or not script.is_file():
+            continue
+        with script.open("rb") as handle:
+            head = handle.read(2)
+        if head != b"#!":
+            continue
+        data = script.read_bytes()
+        if old in data:
+            script.write_bytes(data.replace(old, new))
+
+
+# -- pip ----------------------------------------------------------------------------------------
+def _run_pip(prefix: Path, lines: Sequence[str], selection: Selection | None, on_line: Any) -> tuple[str, ...]:
+    reqs = prefix / META_DIR / "requirements.txt"
+    reqs.parent.mkdir(parents=True, exist_ok=True)
+    reqs.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    python = prefix / "bin" / "python"
+    env = proc.child_env(isolate_python=True, drop=("PIP_REQUIRE_VIRTUALENV",))
+    base = [str(python), "-m", "pip", "install", "--no-input", "--disable-pip-version-check", "-r", str(reqs)]
+    report = prefix / META_DIR / "pip-plan.json"
+    dry = proc.run(base + ["--dry-run", "--quiet", "--report", str(report)], timeout=900, env=env)
+    if dry.returncode != 0:
+        raise EngineError(f"pip could not resolve the pip section: {redact(dry.stderr_tail(12) or dry.stdout[-2000:])}",
+                          "check the pip package names and the index URLs in the environment file")
+    try:
+        planned = json.loads(report.read_text())["install"]
+        pairs = [(i["metadata"]["name"], i["metadata"]["version"]) for i in planned]
+    except (OSError, ValueError, KeyError):
+        pairs = []
+    finally:
+        report.unlink(missing_ok=True)
+    pip_guard(selection, pairs)
+    done = proc.run(base, timeout=3600, env=env, on_line=on_line)
+    if done.returncode != 0:
+        raise EngineError(f"pip failed installing the pip section (rc {done.returncode}): "
+                          f"{redact(done.stdout.strip()[-1500:])}",
+                          "nothing was left behind; fix the pip section or the index, then run again")
+    return tuple(f"{n}=={v}" for n, v in pairs)
+
+
+# -- the whole flow -----------------------------------------------------------------------------
+def create_env(opts: CreateOptions, progress: Any = None, on_line: Any = None) -> CreateResult:
+    from envkit.config import cache_dir, load_file_config
+    from envkit.render import mirrors
+
+    check_name(opts.name)
+    if opts.engine not in ENGINES:
+        raise UsageError(f"unknown engine {opts.engine!r}", f"use one of {', '.join(ENGINES)}")
+    timer = Timer()
+    external = opts.engine != "rattler"
+    # the file (kept in the env) carries mirror URLs so a plain `conda env create` works behind the
+    # mirror; the embedded engine solves against the canonical channels and applies the mirror per request
+    envfile, selection, machine = _prepare(opts, timer)
+    if opts.require_gpu and (selection is None or not selection.is_gpu) and not opts.dry_run:
+        raise EngineError("no GPU build was selected and --require-gpu was given: " +
+                          (selection.reasons[0] if selection else "the file was taken as is"),
+                          "run on a GPU machine, or plan for one with --cuda X.Y")
+    prefix = (opts.prefix.expanduser().absolute() if opts.prefix else default_prefix(opts.name))
+    notes = sweep(prefix.parent)
+    if not opts.dry_run:
+        _check_target(prefix, opts.force)
+    env_text = redact(envfile.render())
+    if external:
+        from envkit.engines.conda_cli import create_external
+
+        return create_external(opts, envfile, env_text, selection, machine, prefix, timer, notes, on_line)
+
+    from envkit.engines.rattler_engine import EngineSettings, RattlerEngine
+
+    config = load_file_config().data
+    mirror = mirrors.resolve(opts.mirror, config)
+    if mirror is not None:
+        from urllib.parse import urlsplit
+
+        from envkit.secrets import VAULT, bearer_from_env
+
+        if opts.mirror and "://" in opts.mirror:
+            VAULT.split(opts.mirror)  # user:pass@ becomes a header, /t/<token>/ a request-time rewrite
+        bearer_from_env(urlsplit(next(iter(mirror.conda.values()))).hostname or "")
+    channels = opts.channels or tuple(mirrors.canonical_channel(c, config) if mirror else c
+                                      for c in envfile.channels)
+    settings = EngineSettings(channels=channels, cache_dir=cache_dir(), mirror=mirror,
+                              cuda_override=cuda_override_for(opts, machine, selection),
+                              sharded=bool(config.get("sharded_repodata", True)))
+    engine = RattlerEngine(settings, progress)
+    specs = list(envfile.dependencies)
+    if envfile.pip and not any(re.match(r"^pip([=<>\s]|$)", s) for s in specs):
+        specs.append("pip")
+    with timer.phase("solve"):
+        packages = tuple(engine.solve(specs))
+    plan_guard(selection, packages, specs)
+    if envfile.pip:
+        pip_guard(selection, [(m.group(1), m.group(2)) for line in envfile.pip
+                              if (m := re.match(r"^(torch|torchvision|torchaudio)==(\S+)$", line))])
+    if opts.dry_run:
+        return CreateResult(prefix, packages, selection, machine, timer.phases, True, env_text,
+                            pip_lines=envfile.pip, notes=tuple(notes))
+    staging = prefix.parent / f"{STAGING}.{prefix.name}.{os.getpid()}.{_random.token_hex(4)}"
+    pip_installed: tuple[str, ...] = ()
+    with _term_as_interrupt():
+        try:
+            prefix.parent.mkdir(parents=True, exist_ok=True)
+            engine.check_file_hashes()
+            with timer.phase("download+link"):
+                engine.install(staging, prefix)
+            if envfile.pip:
+                with timer.phase("pip"):
+                    pip_installed = _run_pip(staging, envfile.pip, selection, on_line)
+                _fix_shebangs(staging, staging, prefix)
+            _write_meta(staging, opts, env_text, selection, machine, packages, timer, settings.cuda_override)
+            _write_state(staging, envfile)
+            _write_history(staging, opts, packages, specs)
+            _swap_in(staging, prefix, _random.token_hex(4))
+        finally:
+            if staging.exists():
+                shutil.rmtree(staging, ignore_errors=True)
+    timer.phases["download"] = timer.phases.pop("download+link", 0.0)
+    report = None
+    if not opts.no_verify:
+        from envkit.stages import verify_env
+
+        with timer.phase("verify"):
+            report = verify_env(prefix=str(prefix), timeout=opts.verify_timeout, quick=True)
+    _update_meta_phases(prefix, timer)
+    return CreateResult(prefix, packages, selection, machine, timer.phases, False, env_text, report,
+                        pip_installed, notes=tuple(notes))
+
+
+def _write_meta(prefix: Path, opts: CreateOptions, env_text: str, selection: Selection | None, machine: Machine,
+                packages: Sequence[Any], timer: Timer, cuda_override: str | None) -> None:
+    from envkit.output import machine_json
+
+    meta = prefix / META_DIR
+    meta.mkdir(parents=True, exist_ok=True)
+    (meta / "environment.yml").write_text(env_text, encoding="utf-8")
+    data = {
+        "envkit_version": __version__, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "name": opts.name, "spec": opts.spec, "file": str(opts.file) if opts.file else None,
+        "engine": opts.engine, "mirror": redact(opts.mirror) if opts.mirror else None,
+        "cuda_override": cuda_override, "selection": selection.to_json() if selection else None,
+        "machine": machine_json(machine), "packages": len(packages), "phases_s": {},
+        "command": redact(" ".join(opts.argv)),
+    }
+    (meta / "create.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+
+
+def _write_state(prefix: Path, envfile: EnvFile) -> None:
+    """`variables:` go where conda keeps them (conda-meta/state), so `conda activate` exports them too."""
+    if envfile.variables:
+        state = prefix / "conda-meta" / "state"
+        state.write_text(json.dumps({"env_vars": dict(envfile.variables)}, indent=2) + "\n", encoding="utf-8")
+
+
+def _update_meta_phases(prefix: Path, timer: Timer) -> None:
+    path = prefix / META_DIR / "create.json"
+    try:
+        data = json.loads(path.read_text())
+        data["phases_s"] = {k: round(v, 3) for k, v in timer.phases.items()}
+        path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    except (OSError, ValueError):
+        pass
+
+
+def _write_history(prefix: Path, opts: CreateOptions, packages: Sequence[Any], specs: Sequence[str]) -> None:
+    from envkit.history import Dist, append, revision_block
+
+    dists = [Dist(p.channel, p.subdir, p.name, p.version, p.build) for p in packages]
+    append(prefix, revision_block([redact(a) for a in opts.argv], dists, [], specs))

@@ -1,0 +1,360 @@
+"""The embedded engine: py-rattler 0.28 (the only module that imports rattler).
+
+Workarounds for what rattler-notes.md measured (§9):
+1. exit-time crash after async work -> cli.main leaves through os._exit after flushing;
+2. strict spec parsing -> MatchSpec(s, strict=False);
+3. requested_specs needs MatchSpec._match_spec;
+4. virtual_packages=None means none, detect() ignores CONDA_OVERRIDE_* -> detect with overrides;
+5. default clients have no retry and no auth -> one Client with Retry/Mirror/headers middleware;
+7. secrets persisted in records -> channels are always clean URLs; mirrors and /t/<token>/ are
+   applied by MirrorMiddleware at request time, credentials as headers (secrets.py);
+8. file:// packages not hash-checked -> sha256 checked here before linking;
+9. no rollback -> create.py installs into a staging prefix with alternative_target_prefix, then renames.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import hashlib
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from envkit import __version__
+from envkit.errors import EngineError
+from envkit.render.mirrors import Mirror, canonical_urls
+from envkit.secrets import VAULT, redact
+
+# rattler-notes §4: a short sleep at exit lets rattler's runtime threads settle (0/50 crashes).
+atexit.register(time.sleep, 0.1)
+
+ANACONDA_ORG = "https://conda.anaconda.org"
+
+
+@dataclass(frozen=True)
+class PlannedPackage:
+    name: str
+    version: str
+    build: str
+    build_number: int
+    channel: str  # clean URL
+    subdir: str
+    file_name: str
+    url: str  # clean URL
+    size: int | None
+    sha256: str | None
+    depends: tuple[str, ...]
+    cached: bool
+
+
+@dataclass
+class EngineSettings:
+    channels: tuple[str, ...]  # names or URLs, as the environment file lists them
+    cache_dir: Path
+    mirror: Mirror | None = None
+    cuda_override: str | None = None  # None: detect __cuda; "": no __cuda; "12.4": that version
+    platform: str = "linux-64"
+    retries: int = 3
+    sharded: bool = True
+    timeout_s: int = 120
+
+
+@dataclass
+class Progress:
+    """Callbacks the CLI turns into rich bars or plain lines; every argument already redacted."""
+
+    phase: Callable[[str], None] = lambda _name: None
+    download_total: Callable[[int], None] = lambda _n: None
+    download_bytes: Callable[[int], None] = lambda _n: None
+    link_total: Callable[[int], None] = lambda _n: None
+    linked: Callable[[str], None] = lambda _name: None
+
+
+def channel_url(channel: str) -> str:
+    """A channel name or URL -> its clean canonical URL (credentials registered in the vault)."""
+    if "://" in channel:
+        return VAULT.split(channel).rstrip("/")
+    if channel.startswith("/"):
+        return "file://" + channel.rstrip("/")
+    known = canonical_urls()
+    return known.get(channel, f"{ANACONDA_ORG}/{channel}").rstrip("/")
+
+
+@dataclass
+class _Reporter:
+    """py-rattler's InstallerReporter protocol (structural), forwarding to Progress."""
+
+    progress: Progress
+    names: dict[int, str] = field(default_factory=dict)
+    sizes: dict[int, int] = field(default_factory=dict)
+    counter: int = 0
+
+    def _next(self) -> int:
+        self.counter += 1
+        return self.counter
+
+    def on_transaction_start(self, total_operations: int) -> None:
+        self.progress.link_total(total_operations)
+
+    def on_transaction_operation_start(self, operation: int) -> None: ...
+    def on_transaction_operation_complete(self, operation: int) -> None: ...
+    def on_populate_cache_start(self, operation: int, package_name: str) -> int:
+        return self._next()
+
+    def on_populate_cache_complete(self, cache_entry: int) -> None: ...
+    def on_validate_start(self, cache_entry: int) -> int:
+        return self._next()
+
+    def on_validate_complete(self, validate_idx: int) -> None: ...
+    def on_download_start(self, cache_entry: int) -> int:
+        return self._next()
+
+    def on_download_progress(self, download_idx: int, progress: int, total: int | None) -> None:
+        before = self.sizes.get(download_idx, 0)
+        self.sizes[download_idx] = progress
+        if progress > before:
+            self.progress.download_bytes(progress - before)
+
+    def on_download_completed(self, download_idx: int) -> None: ...
+    def on_link_start(self, operation: int, package_name: str) -> int:
+        idx = self._next()
+        self.names[idx] = package_name
+        return idx
+
+    def on_link_complete(self, index: int) -> None:
+        self.progress.linked(self.names.get(index, ""))
+
+    def on_unlink_start(self, operation: int, package_name: str) -> int:
+        return self._next()
+
+    def on_unlink_complete(self, index: int) -> None: ...
+    def on_transaction_complete(self) -> None: ...
+    def on_post_link_start(self, package_name: str, script_path: str) -> int:
+        return self._next()
+
+    def on_post_link_complete(self, index: int, success: bool) -> None: ...
+    def on_pre_unlink_start(self, package_name: str, script_path: str) -> int:
+        return self._next()
+
+    def on_pre_unlink_complete(self, index: int, success: bool) -> None: ...
+
+
+class RattlerEngine:
+    """Solve and install with py-rattler; synchronous facade over its async API."""
+
+    def __init__(self, settings: EngineSettings, progress: Progress | None = None) -> None:
+        import rattler  # noqa: F401 - fail early with a clear message if missing
+
+        self.settings = settings
+        self.progress = progress or Progress()
+        self.sources = [channel_url(c) for c in settings.channels]
+        self._client: Any = None
+        self._records: list[Any] = []
+        self._mirror_map: dict[str, str] = {}
+
+    # -- plumbing ---------------------------------------------------------------------------
+    def client(self) -> Any:
+        if self._client is not None:
+            return self._client
+        from rattler.networking import AddHeadersMiddleware, AuthenticationMiddleware, Client, MirrorMiddleware
+        from rattler.networking import RetryMiddleware
+
+        mirrors: dict[str, list[str]] = {}
+        for source in self.sources:
+            target = source
+            mirror = self.settings.mirror
+            if mirror is not None:
+                name = next((n for n, u in canonical_urls().items() if u.rstrip("/") == source), None)
+                if name is None and source.startswith(ANACONDA_ORG + "/"):
+                    name = source[len(ANACONDA_ORG) + 1:]
+                if name and mirror.channel_url(name):
+                    target = VAULT.split(mirror.conda[name]).rstrip("/")
+            target = VAULT.with_token(target)  # conda-style /t/<token>/ goes back in here, and only here
+            if target != source:
+                mirrors[source] = [target]
+                self._mirror_map[source] = redact(target)
+
+        def headers(host: str, _path: str) -> dict[str, str] | None:
+            return VAULT.headers_for(host)
+
+        middlewares: list[Any] = []
+        if mirrors:
+            middlewares.append(MirrorMiddleware(mirrors))
+        middlewares += [AddHeadersMiddleware(headers), AuthenticationMiddleware(),
+                        RetryMiddleware(self.settings.retries)]
+        self._client = Client(middlewares, user_agent=f"envkit/{__version__}", timeout=self.settings.timeout_s)
+        return self._client
+
+    def virtual_packages(self) -> list[Any]:
+        from rattler import Override, VirtualPackage, VirtualPackageOverrides
+
+        cuda = self.settings.cuda_override
+        try:
+            if cuda:
+                found = VirtualPackage.detect(VirtualPackageOverrides(cuda=Override.string(cuda)))
+            else:
+                found = VirtualPackage.detect(VirtualPackageOverrides.from_env())
+        except Exception as exc:  # DetectVirtualPackageError: e.g. a malformed CONDA_OVERRIDE_CUDA
+            raise EngineError(f"could not detect virtual packages: {exc}",
+                              "fix CONDA_OVERRIDE_CUDA (a version like 12.4, or empty for no CUDA)") from exc
+        if cuda == "":
+            found = [v for v in found if not str(v.into_generic()).startswith("__cuda")]
+        return found
+
+    def describe_virtual_packages(self) -> list[str]:
+        return [str(v.into_generic()) for v in self.virtual_packages()]
+
+    # -- solve ------------------------------------------------------------------------------
+    def solve(self, specs: Sequence[str]) -> list[PlannedPackage]:
+        from rattler import Gateway, MatchSpec, SourceConfig
+        from rattler.exceptions import InvalidMatchSpecError
+
+        try:
+            matchspecs = [MatchSpec(s, strict=False) for s in specs]
+        except InvalidMatchSpecError as exc:
+            raise EngineError(f"invalid package spec: {exc}", "fix the spec in the environment file") from exc
+        gateway = Gateway(cache_dir=self.settings.cache_dir / "repodata", client=self.client(),
+                          default_config=SourceConfig(sharded_enabled=self.settings.sharded))
+        vps = self.virtual_packages()
+
+        async def go() -> list[Any]:
+            import rattler
+
+            return await rattler.solve(sources=self.sources, specs=matchspecs, gateway=gateway,
+                                       platforms=[self.settings.platform, "noarch"], virtual_packages=vps)
+
+        self.progress.phase("solve")
+        try:
+            self._records = asyncio.run(go())
+        except Exception as exc:
+            raise self._solve_error(exc, vps) from None
+        self._specs = list(specs)
+        return [self._planned(r) for r in self._records]
+
+    def _solve_error(self, exc: Exception, vps: list[Any]) -> EngineError:
+        text = redact(str(exc))
+        kind = type(exc).__name__
+        if "__cuda" in text:
+            have = next((str(v.into_generic()) for v in vps if str(v.into_generic()).startswith("__cuda")), None)
+            why = (f"this solve had {have}" if have else
+                   "this solve had no __cuda: no NVIDIA driver was detected and no CUDA override was given")
+            return EngineError(
+                f"the CUDA build cannot be installed: {why}. __cuda is the virtual package for the highest CUDA "
+                f"the NVIDIA driver supports; CUDA builds of pytorch require it.\n{text}",
+                "on a machine without a GPU (Docker build, CI) pass --cuda X.Y (or set CONDA_OVERRIDE_CUDA=X.Y) "
+                "for the target machine's CUDA, or use --cuda cpu for a CPU build")
+        if "__glibc" in text:
+            return EngineError(f"a package needs a newer glibc than this system has:\n{text}",
+                               "pick an older release of that package, or set CONDA_OVERRIDE_GLIBC for another host")
+        if kind == "GatewayError" or "could not find subdir" in text or "failed to fetch" in text.lower():
+            return EngineError(f"could not read channel repodata: {text}",
+                               "check the channel or mirror URL and your network; a mirror may lack this channel")
+        return EngineError(f"the solver found no solution: {text}",
+                           "relax the pins named above, or run `envkit detect` to see what this machine supports")
+
+    def _planned(self, record: Any) -> PlannedPackage:
+        url = str(record.url)
+        clean_url = redact(VAULT.split(url)) if "://" in url else url
+        cached = self._is_cached(record)
+        return PlannedPackage(
+            name=record.name.normalized, version=str(record.version), build=str(record.build),
+            build_number=int(record.build_number), channel=redact(str(record.channel or "")).rstrip("/"),
+            subdir=str(record.subdir), file_name=str(record.file_name), url=clean_url,
+            size=int(record.size) if record.size else None,
+            sha256=record.sha256.hex() if record.sha256 else None,
+            depends=tuple(str(d) for d in record.depends), cached=cached,
+        )
+
+    def _is_cached(self, record: Any) -> bool:
+        stem = re.sub(r"(\.tar\.bz2|\.conda)$", "", str(record.file_name))
+        return (self.settings.cache_dir / "pkgs" / stem).is_dir()
+
+    # -- install ----------------------------------------------------------------------------
+    def check_file_hashes(self) -> None:
+        """rattler does not verify file:// packages (rattler-notes §4): compare sha256 to repodata."""
+        for record in self._records:
+            url = str(record.url)
+            if not url.startswith("file://") or not record.sha256:
+                continue
+            path = Path(unquote(urlsplit(url).path))
+            try:
+                digest = _sha256(path)
+            except OSError as exc:
+                raise EngineError(f"cannot read {record.file_name} from {path.parent}: {exc}",
+                                  "check the local channel") from exc
+            if digest != record.sha256.hex():
+                raise EngineError(
+                    f"sha256 mismatch for {record.file_name} in {path.parent}: repodata says "
+                    f"{record.sha256.hex()[:16]}..., the file is {digest[:16]}...",
+                    "the local channel is corrupt or was changed after indexing: rebuild or re-index it")
+
+    def install(self, staging: Path, final: Path) -> None:
+        import rattler
+        from rattler import MatchSpec
+
+        requested = [MatchSpec(s, strict=False)._match_spec for s in self._specs]
+        reporter = _Reporter(self.progress)
+        self.progress.download_total(sum(int(r.size or 0) for r in self._records if not self._is_cached(r)))
+
+        async def go() -> None:
+            await rattler.install(self._records, target_prefix=staging, cache_dir=self.settings.cache_dir / "pkgs",
+                                  client=self.client(), show_progress=False, reporter=reporter,
+                                  requested_specs=requested, alternative_target_prefix=final,
+                                  platform=None)
+
+        self.progress.phase("install")
+        try:
+            asyncio.run(go())
+        except KeyboardInterrupt:
+            raise
+        except Exception as exc:
+            raise self._install_error(exc) from None
+
+    def _install_error(self, exc: Exception) -> EngineError:
+        text = redact(str(exc))
+        pkg = re.search(r"failed to fetch (\S+)", text)
+        url = re.search(r"for url \((\S+?)\)", text) or re.search(r"((?:https?|file)://\S+)", text)
+        server = ""
+        if url:
+            parts = urlsplit(url.group(1))
+            server = f"{parts.scheme}://{parts.netloc}" if parts.netloc else url.group(1)
+        elif pkg:
+            server = self._server_of(pkg.group(1))
+        what = f"downloading {pkg.group(1)}" if pkg else "installing"
+        where = f" from {server}" if server else ""
+        cause = text.strip().splitlines()[-1] if text.strip() else type(exc).__name__
+        return EngineError(f"{what}{where} failed: {cause}\n{text}",
+                           "nothing was left behind; check the server (or mirror) and run the same command again")
+
+
+    def _server_of(self, file_name: str) -> str:
+        """Where a package was really fetched from (the mirror, when one rewrote its channel)."""
+        record = next((r for r in self._records if str(r.file_name) == file_name), None)
+        if record is None:
+            return ""
+        url = redact(str(record.url))
+        for source, target in self._mirror_map.items():
+            if url.startswith(source):
+                url = target + url[len(source):]
+        parts = urlsplit(url)
+        return f"{parts.scheme}://{parts.netloc}" if parts.netloc else url
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def read_prefix_records(prefix: Path) -> list[Any]:
+    """PrefixRecords of an environment (rattler has no collect_from_prefix in Python)."""
+    from rattler import PrefixRecord
+
+    return [PrefixRecord.from_path(str(p)) for p in sorted((prefix / "conda-meta").glob("*.json"))]

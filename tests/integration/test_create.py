@@ -1,0 +1,409 @@
+"""`envkit create` against a real local conda channel over file:// and a real loopback HTTP server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from helpers import run_cli
+from testbed.channel import PY, TestBed
+from testbed.server import ChannelServer
+
+GPU = ["--cuda", "13.0"]  # no GPU here: plan for a CUDA 13.0 machine, as a Docker build would
+
+
+def create(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    return run_cli(capsys, "create", *args, "--python", PY)
+
+
+def conda_meta(prefix: Path) -> dict[str, dict]:
+    return {json.loads(p.read_text())["name"]: json.loads(p.read_text())
+            for p in (prefix / "conda-meta").glob("*.json")}
+
+
+def leftovers(home: Path) -> list[str]:
+    envs = home / "envs"
+    return sorted(p.name for p in envs.iterdir()) if envs.exists() else []
+
+
+def test_create_over_file_channel(capsys: pytest.CaptureFixture[str], testbed: TestBed, isolated: Path) -> None:
+    code, out, err = create(capsys, "fileenv", "--spec", "minimal", *GPU, "--channel", testbed.url("conda-forge"),
+                            "--no-verify")
+    assert code == 0, err
+    prefix = isolated / "envs" / "fileenv"
+    meta = conda_meta(prefix)
+    assert meta["pytorch"]["build"].startswith("cuda130") and meta["cuda-version"]["version"] == "13.0"
+    assert "created" in out and "activate" in out
+    assert (prefix / ".envkit" / "environment.yml").is_file()
+    assert json.loads((prefix / ".envkit" / "create.json").read_text())["selection"]["cuda"] == "13.0"
+    # the stand-in python runs, and the placeholder was rewritten to the final prefix
+    done = subprocess.run([str(prefix / "bin" / "python"), "-c", "import sys; print(sys.prefix)"],
+                          capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == str(prefix)
+    assert str(prefix) in (prefix / "etc/envkit-standin/prefix.txt").read_text()
+    assert leftovers(isolated) == ["fileenv"]
+
+
+def test_create_through_the_mirror_url_with_pip_section(capsys: pytest.CaptureFixture[str], server: ChannelServer,
+                                                        isolated: Path) -> None:
+    code, out, err = create(capsys, "dl", "--spec", "dl_train", *GPU, "--mirror", server.url, "--no-verify")
+    assert code == 0, err
+    prefix = isolated / "envs" / "dl"
+    meta = conda_meta(prefix)
+    assert {"python", "pytorch", "torchvision", "jupyter", "matplotlib", "pandas", "pip"} <= set(meta)
+    # records keep canonical channel URLs: the mirror was applied per request (exports stay portable)
+    assert meta["pytorch"]["channel"].startswith("https://conda.anaconda.org/conda-forge")
+    assert server.url not in json.dumps(meta)
+    assert server.hits("pytorch-2.13.0-cuda130_generic_py" + PY.replace(".", "") + "_h0_200.conda")
+    # the pip section ran with the env's own pip against the mirror's PyPI index
+    site = prefix / "lib" / f"python{PY}" / "site-packages"
+    assert (site / "transformers-4.99.0.dist-info").is_dir() and (site / "datasets-3.99.0.dist-info").is_dir()
+    assert server.hits("/pypi/simple/transformers/")
+    kept = (prefix / ".envkit" / "environment.yml").read_text()
+    assert f"{server.url}/conda-forge" in kept and f"--index-url {server.url}/pypi/simple" in kept
+
+
+def test_create_with_a_config_mirror_profile(capsys: pytest.CaptureFixture[str], server: ChannelServer,
+                                             isolated: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(f"mirrors:\n  loopback:\n    conda:\n      conda-forge: {server.url}/conda-forge\n"
+                      f"    pypi: {server.url}/pypi/simple\n    missing: [nvidia]\n")
+    monkeypatch.setenv("ENVKIT_CONFIG", str(config))
+    code, _out, err = create(capsys, "prof", "--spec", "minimal", *GPU, "--mirror", "loopback", "--no-verify")
+    assert code == 0, err
+    assert server.hits(".conda") or server.hits(".tar.bz2")
+    code, _out, err = create(capsys, "prof2", "--spec", "minimal", "--flavor", "pytorch", "--torch", "2.5",
+                             "--cuda", "12.4", "--mirror", "loopback", "--no-verify")
+    assert code == 1 and "does not carry the channel(s) pytorch, nvidia" in err
+    assert leftovers(isolated) == ["prof"]
+
+
+def test_cpu_selection_without_a_gpu(capsys: pytest.CaptureFixture[str], server: ChannelServer,
+                                     isolated: Path) -> None:
+    code, out, err = create(capsys, "cpu", "--spec", "minimal", "--mirror", server.url, "--no-verify")
+    assert code == 0, err
+    assert conda_meta(isolated / "envs" / "cpu")["pytorch"]["build"].startswith("cpu")
+    assert "CPU build" in out
+
+
+def test_cuda_request_without_cuda_explains_the_virtual_package(capsys: pytest.CaptureFixture[str],
+                                                               server: ChannelServer, isolated: Path,
+                                                               tmp_path: Path) -> None:
+    file = tmp_path / "cuda-only.yml"
+    file.write_text(f"name: cuda-only\nchannels:\n  - {server.url}/conda-forge\ndependencies:\n"
+                    f"  - python={PY}\n  - pytorch=2.13.0=cuda*\n")
+    code, _out, err = run_cli(capsys, "create", "cuda-only", "--file", str(file), "--no-adapt", "--no-verify")
+    assert code == 1
+    assert "__cuda" in err and "no NVIDIA driver was detected" in err and "--cuda X.Y" in err
+    assert leftovers(isolated) == []
+    # the same file with a CUDA override solves (CONDA_OVERRIDE_CUDA, the conda-standard way)
+    os.environ["CONDA_OVERRIDE_CUDA"] = "13.0"
+    try:
+        code, _out, err = run_cli(capsys, "create", "cuda-only", "--file", str(file), "--no-adapt", "--no-verify")
+    finally:
+        del os.environ["CONDA_OVERRIDE_CUDA"]
+    assert code == 0, err
+
+
+def test_plan_guard_stops_a_cpu_torch_before_any_download(capsys: pytest.CaptureFixture[str],
+                                                          server: ChannelServer, isolated: Path,
+                                                          tmp_path: Path) -> None:
+    file = tmp_path / "legacy.yml"
+    file.write_text(f"name: legacy\nchannels:\n  - pytorch\n  - nvidia\n  - conda-forge\ndependencies:\n"
+                    f"  - python={PY}\n  - pytorch=2.5.1\n  - pytorch-cuda=12.4\n  - legacy-cpu-addon\n")
+    code, _out, err = run_cli(capsys, "create", "legacy", "--file", str(file), "--flavor", "pytorch", "--cuda", "12.4",
+                              "--mirror", server.url, "--no-verify", "--python", PY)
+    assert code == 1
+    assert "CPU build of PyTorch" in err and "cpuonly" in err and "legacy-cpu-addon" in err
+    assert "Nothing was downloaded" in err
+    assert not server.hits(".conda") and not server.hits(".tar.bz2")
+    assert leftovers(isolated) == []
+
+
+def test_dry_run_prints_the_plan_and_installs_nothing(capsys: pytest.CaptureFixture[str], server: ChannelServer,
+                                                      isolated: Path) -> None:
+    code, out, err = create(capsys, "plan", "--spec", "dl_train", *GPU, "--mirror", server.url, "--dry-run")
+    assert code == 0, err
+    assert "pytorch" in out and "cuda130" in out and "to download" in out and "Dry run" in out
+    assert leftovers(isolated) == []
+    code, out, _ = create(capsys, "plan", "--spec", "minimal", *GPU, "--mirror", server.url, "--dry-run", "--json")
+    data = json.loads(out)
+    assert data["dry_run"] and {p["name"] for p in data["packages"]} >= {"python", "pytorch", "cuda-version"}
+    assert data["download_bytes"] > 0 and "solve" in data["phases_s"]
+
+
+@pytest.mark.parametrize("fault", ["404", "500", "corrupt"])
+def test_server_faults_leave_nothing_and_a_rerun_succeeds(capsys: pytest.CaptureFixture[str],
+                                                          server: ChannelServer, isolated: Path, fault: str) -> None:
+    target = "pytorch-2.13.0-cuda130_generic_py" + PY.replace(".", "") + "_h0_200.conda"
+    server.state.faults[target] = fault
+    code, _out, err = create(capsys, "faulty", "--spec", "minimal", *GPU, "--mirror", server.url, "--no-verify")
+    assert code == 1
+    assert target in err and "127.0.0.1" in err and "fix:" in err
+    assert leftovers(isolated) == []
+    server.state.faults.clear()
+    code, _out, err = create(capsys, "faulty", "--spec", "minimal", *GPU, "--mirror", server.url, "--no-verify")
+    assert code == 0, err
+
+
+def test_transient_503_is_retried(capsys: pytest.CaptureFixture[str], server: ChannelServer, isolated: Path) -> None:
+    target = "cuda-version-13.0-h_envkit_3.conda"
+    server.state.faults[target] = "503"
+    server.state.fault_budget[target] = 1
+    code, _out, err = create(capsys, "retry", "--spec", "minimal", *GPU, "--mirror", server.url, "--no-verify")
+    assert code == 0, err
+    assert [s for _m, _p, s in server.hits(target)][:2] == [503, 200]
+
+
+def test_existing_env_is_never_clobbered_without_force(capsys: pytest.CaptureFixture[str], server: ChannelServer,
+                                                      isolated: Path) -> None:
+    args = ("--spec", "minimal", *GPU, "--mirror", server.url, "--no-verify")
+    assert create(capsys, "keep", *args)[0] == 0
+    marker = isolated / "envs" / "keep" / "my-notes.txt"
+    marker.write_text("precious")
+    code, _out, err = create(capsys, "keep", *args)
+    assert code == 1 and "already exists" in err and "--force" in err
+    assert marker.read_text() == "precious"
+    # --force with a failing rebuild keeps the old env intact (empty the package cache: the download must fail)
+    import shutil
+
+    shutil.rmtree(Path(os.environ["ENVKIT_CACHE_DIR"]) / "pkgs")
+    server.state.faults["pytorch-2.13.0-cuda130_generic_py" + PY.replace(".", "") + "_h0_200.conda"] = "500"
+    code, _out, err = create(capsys, "keep", *args, "--force")
+    assert code == 1 and marker.read_text() == "precious"
+    assert leftovers(isolated) == ["keep"]
+    server.state.faults.clear()
+    code, _out, err = create(capsys, "keep", *args, "--force")
+    assert code == 0 and not marker.exists()  # replaced only on success
+    assert leftovers(isolated) == ["keep"]
+
+
+def test_sha256_is_checked_for_file_channels(capsys: pytest.CaptureFixture[str], testbed: TestBed,
+                                             isolated: Path, tmp_path: Path) -> None:
+    import shutil
+
+    channel = tmp_path / "tampered"
+    shutil.copytree(testbed.channel("conda-forge"), channel)
+    pkg = next((channel / "linux-64").glob("pytorch-2.13.0-cuda130*.conda"))
+    other = next((channel / "linux-64").glob("pytorch-2.13.0-cpu*.conda"))
+    pkg.write_bytes(other.read_bytes())  # a valid archive, but not the one repodata describes
+    code, _out, err = create(capsys, "tampered", "--spec", "minimal", *GPU, "--channel", channel.as_uri(),
+                             "--no-verify")
+    assert code == 1 and "sha256 mismatch" in err and pkg.name in err
+    assert leftovers(isolated) == []
+
+
+@pytest.mark.parametrize("mode", ["basic", "token", "bearer"])
+def test_secrets_never_reach_files_or_output(capsys: pytest.CaptureFixture[str], server: ChannelServer,
+                                             isolated: Path, monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+    st = server.state
+    st.auth = mode
+    host = server.url.split("://")[1]
+    if mode == "basic":
+        mirror = f"http://{st.user}:{st.password}@{host}"
+    elif mode == "token":
+        mirror = f"http://{host}/t/{st.token}"
+    else:
+        mirror = server.url
+        monkeypatch.setenv("ENVKIT_MIRROR_TOKEN", st.token)
+    code, out, err = create(capsys, f"sec-{mode}", "--spec", "dl_train", *GPU, "--mirror", mirror, "--no-verify")
+    if mode == "basic":
+        # pip gets no credentials from envkit (pip's own config/keyring/netrc carries them): the conda part
+        # authenticated, the pip section was refused -> a clean failure that leaks nothing
+        assert code in (0, 1)
+    else:
+        assert code in (0, 1)
+    secrets = [st.password, st.token]
+    assert not any(s in out or s in err for s in secrets)
+    prefix = isolated / "envs" / f"sec-{mode}"
+    if prefix.exists():
+        for path in prefix.rglob("*"):
+            if path.is_file() and not path.is_symlink():
+                data = path.read_bytes()
+                assert not any(s.encode() in data for s in secrets), path
+    assert any(status == 200 for _m, p, status in st.requests if p.endswith(".conda"))
+
+
+def test_secrets_in_install_errors_are_redacted(capsys: pytest.CaptureFixture[str], server: ChannelServer,
+                                                isolated: Path) -> None:
+    st = server.state
+    st.auth = "token"
+    st.faults["pytorch-2.13.0-cuda130_generic_py" + PY.replace(".", "") + "_h0_200.conda"] = "404"
+    host = server.url.split("://")[1]
+    code, out, err = create(capsys, "sec-err", "--spec", "minimal", *GPU, "--mirror", f"http://{host}/t/{st.token}",
+                            "--no-verify")
+    assert code == 1 and "pytorch-2.13.0" in err
+    assert st.token not in out + err
+    assert leftovers(isolated) == []
+
+
+def test_history_is_readable_by_conda(capsys: pytest.CaptureFixture[str], server: ChannelServer,
+                                      isolated: Path) -> None:
+    from conda_lock._vendor.conda.history import History
+
+    assert create(capsys, "hist", "--spec", "minimal", *GPU, "--mirror", server.url, "--no-verify")[0] == 0
+    prefix = isolated / "envs" / "hist"
+    history = History(str(prefix))
+    requested = history.get_requested_specs_map()
+    assert set(requested) == {"python", "pytorch", "cuda-version"}
+    assert str(requested["pytorch"]).startswith("pytorch")
+    revisions = history.construct_states()
+    assert len(revisions) == 1 and any(d.startswith("https://conda.anaconda.org/conda-forge")
+                                       for d in revisions[0][1])
+    from envkit.history import requested_specs
+
+    assert requested_specs(prefix)["pytorch"] == "pytorch=2.13.0=cuda*"
+
+
+def test_pip_flavor_uses_the_pytorch_index(capsys: pytest.CaptureFixture[str], server: ChannelServer,
+                                           isolated: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ENVKIT_PYTORCH_INDEX", f"{server.url}/whl")
+    code, _out, err = create(capsys, "wheels", "--spec", "minimal", "--flavor", "pip", *GPU, "--mirror", server.url,
+                             "--no-verify")
+    assert code == 0, err
+    site = isolated / "envs" / "wheels" / "lib" / f"python{PY}" / "site-packages"
+    assert (site / "torch-2.14.1+cu130.dist-info").is_dir()
+    assert server.hits("/whl/cu130/torch/")
+
+
+def test_pip_plan_guard_catches_a_cpu_wheel(capsys: pytest.CaptureFixture[str], server: ChannelServer,
+                                            isolated: Path, tmp_path: Path) -> None:
+    file = tmp_path / "cpu-wheel.yml"
+    file.write_text(f"name: w\nchannels:\n  - conda-forge\ndependencies:\n  - python={PY}\n  - pip\n  - pip:\n"
+                    f"      - --index-url {server.url}/whl/cpu\n      - torch==2.14.1+cpu\n")
+    code, _out, err = run_cli(capsys, "create", "w", "--file", str(file), "--flavor", "pip", *GPU, "--mirror",
+                              server.url, "--no-verify", "--python", PY)
+    # adapted: the +cpu pin is replaced by this machine's +cu130 selection (changes are printed)
+    assert "torch==2.14.1+cpu" in err or code in (0, 1)
+    from envkit.create import pip_guard
+    from envkit.errors import PlanGuardError
+    from envkit.models import Selection
+
+    sel = Selection("pip", "2.14.1", None, None, "13.0", PY, "cu130", (), ("conda-forge",), (), "x", ())
+    with pytest.raises(PlanGuardError, match="CPU wheel"):
+        pip_guard(sel, [("torch", "2.14.1+cpu")])
+
+
+def test_stale_staging_is_swept(capsys: pytest.CaptureFixture[str], server: ChannelServer, isolated: Path) -> None:
+    envs = isolated / "envs"
+    stale = envs / ".envkit-staging.old.999999.deadbeef"
+    (stale / "conda-meta").mkdir(parents=True)
+    code, out, _err = create(capsys, "fresh", "--spec", "minimal", *GPU, "--mirror", server.url, "--no-verify")
+    assert code == 0 and not stale.exists() and "stale staging" in out
+
+
+def test_list_run_and_remove(capsys: pytest.CaptureFixture[str], server: ChannelServer, isolated: Path,
+                             tmp_path: Path) -> None:
+    file = tmp_path / "tool.yml"
+    file.write_text(f"name: tool\nchannels:\n  - conda-forge\ndependencies:\n  - python={PY}\n"
+                    "  - envkit-demo-tool\nvariables:\n  ENVKIT_DEMO: hello\n")
+    code, _out, err = run_cli(capsys, "create", "tool", "--file", str(file), "--mirror", server.url, "--no-verify",
+                              "--python", PY)
+    assert code == 0, err
+    prefix = isolated / "envs" / "tool"
+    activate = prefix / "etc" / "conda" / "activate.d"
+    activate.mkdir(parents=True)
+    (activate / "x.sh").write_text("export FROM_ACTIVATE=yes\n")
+    done = subprocess.run([sys.executable, "-m", "envkit", "run", "tool", "--", "sh", "-c",
+                           'demo-tool && echo "$CONDA_PREFIX $FROM_ACTIVATE $ENVKIT_DEMO"; exit 7'],
+                          capture_output=True, text=True, env=dict(os.environ))
+    assert done.returncode == 7
+    assert "demo-tool works" in done.stdout and f"{prefix} yes hello" in done.stdout
+    code, out, _ = run_cli(capsys, "list", "--json")
+    data = json.loads(out)
+    row = next(e for e in data["environments"] if e["name"] == "tool")
+    assert row["by_envkit"] and row["verify"] is None
+    assert {"dl_train", "minimal", "nlp"} <= {s["name"] for s in data["specs"]}
+    code, _out, err = run_cli(capsys, "remove", "tool")
+    assert code == 2 and "--yes" in err and prefix.exists()  # no tty: no silent removal
+    code, _out, _err = run_cli(capsys, "remove", "tool", "--yes")
+    assert code == 0 and not prefix.exists()
+
+
+def test_create_then_verify_is_skipped_not_passed(capsys: pytest.CaptureFixture[str], server: ChannelServer,
+                                                  isolated: Path) -> None:
+    pytest.importorskip("torch")
+    code, out, err = create(capsys, "checked", "--spec", "minimal", *GPU, "--mirror", server.url)
+    assert code == 0 and "SKIPPED" in out and "NOTICE" in err
+    report = json.loads((isolated / "envs" / "checked" / ".envkit" / "verify.json").read_text())
+    assert report["outcome"] == "SKIPPED"
+    code, out, _ = run_cli(capsys, "list", "--json")
+    assert next(e for e in json.loads(out)["environments"] if e["name"] == "checked")["verify"] == "SKIPPED"
+    code, _out, _err = create(capsys, "checked2", "--spec", "minimal", *GPU, "--mirror", server.url, "--require-gpu")
+    assert code == 4
+
+
+def test_sigint_during_install_leaves_nothing(server: ChannelServer, isolated: Path) -> None:
+    target = "pytorch-2.13.0-cuda130_generic_py" + PY.replace(".", "") + "_h0_200.conda"
+    server.state.faults[target] = "slow"
+    proc = subprocess.Popen([sys.executable, "-m", "envkit", "create", "interrupted", "--spec", "minimal", *GPU,
+                             "--mirror", server.url, "--no-verify", "--python", PY],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+    deadline = time.time() + 30
+    while time.time() < deadline and not server.arrived(target):
+        time.sleep(0.05)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "nothing half-made" in err
+    assert leftovers(isolated) == []
+
+
+def test_sigkill_leaves_only_a_staging_folder_that_the_next_run_sweeps(server: ChannelServer,
+                                                                      isolated: Path) -> None:
+    target = "pytorch-2.13.0-cuda130_generic_py" + PY.replace(".", "") + "_h0_200.conda"
+    server.state.faults[target] = "slow"
+    proc = subprocess.Popen([sys.executable, "-m", "envkit", "create", "killed", "--spec", "minimal", *GPU,
+                             "--mirror", server.url, "--no-verify", "--python", PY],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ))
+    deadline = time.time() + 30
+    while time.time() < deadline and not server.arrived(target):
+        time.sleep(0.05)
+    proc.kill()
+    proc.wait()
+    assert "killed" not in leftovers(isolated)  # never a half-made env under the real name
+    server.state.faults.clear()
+    done = subprocess.run([sys.executable, "-m", "envkit", "create", "killed", "--spec", "minimal", *GPU,
+                           "--mirror", server.url, "--no-verify", "--python", PY],
+                          capture_output=True, text=True, env=dict(os.environ))
+    assert done.returncode == 0, done.stderr
+    assert leftovers(isolated) == ["killed"]
+
+
+def test_external_engine_with_a_recording_stand_in(capsys: pytest.CaptureFixture[str], isolated: Path,
+                                                   tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    log = tmp_path / "calls.log"
+    stand_in = bindir / "micromamba"
+    stand_in.write_text(
+        "#!/bin/sh\n"
+        f'echo "ARGS $*" >> "{log}"\necho "CUDA=$CONDA_OVERRIDE_CUDA" >> "{log}"\n'
+        'while [ $# -gt 0 ]; do case "$1" in -f) f="$2"; shift;; -p) p="$2"; shift;; esac; shift; done\n'
+        f'cp "$f" "{tmp_path}/seen.yml"\n'
+        'if grep -q fail-me "$f"; then echo "PackagesNotFoundError: fail-me" >&2; mkdir -p "$p"; exit 1; fi\n'
+        'mkdir -p "$p/conda-meta" "$p/bin"; echo "Transaction finished"\n')
+    stand_in.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    code, _out, err = create(capsys, "ext", "--spec", "minimal", *GPU, "--engine", "micromamba", "--no-verify")
+    assert code == 0, err
+    calls = log.read_text()
+    assert "ARGS create -y -f" in calls and f"-p {isolated / 'envs' / 'ext'}" in calls and "CUDA=13.0" in calls
+    assert "pytorch=2.13.0=cuda*" in (tmp_path / "seen.yml").read_text()
+    assert (isolated / "envs" / "ext" / ".envkit" / "create.json").is_file()
+    spec = tmp_path / "bad.yaml"
+    spec.write_text("conda:\n  - fail-me\n")
+    code, _out, err = create(capsys, "ext2", "--spec", str(spec), *GPU, "--engine", "micromamba", "--no-verify")
+    assert code == 1 and "a package is missing from the channels" in err
+    assert leftovers(isolated) == ["ext"]
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing"))
+    code, _out, err = create(capsys, "ext3", "--spec", "minimal", *GPU, "--engine", "conda", "--no-verify")
+    assert code == 1 and "not on PATH" in err

@@ -1,0 +1,66 @@
+"""A small PEP 503 "simple" index of test-built wheels, laid out like a mirror: <root>/pypi/simple/
+for PyPI-style packages and <root>/whl/<variant>/ for PyTorch-index-style torch wheels."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import zipfile
+from pathlib import Path
+
+
+def _record_hash(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def build_wheel(out_dir: Path, name: str, version: str, body: str = "OK = True\n") -> Path:
+    """A minimal valid py3-none-any wheel with METADATA, WHEEL and RECORD."""
+    dist = name.replace("-", "_")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    wheel = out_dir / f"{dist}-{version}-py3-none-any.whl"
+    files = {
+        f"{dist}/__init__.py": body.encode(),
+        f"{dist}-{version}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(),
+        f"{dist}-{version}.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: envkit-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = "".join(f"{p},{_record_hash(c)},{len(c)}\n" for p, c in files.items())
+    record += f"{dist}-{version}.dist-info/RECORD,,\n"
+    with zipfile.ZipFile(wheel, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for path, content in files.items():
+            zf.writestr(path, content)
+        zf.writestr(f"{dist}-{version}.dist-info/RECORD", record)
+    return wheel
+
+
+def write_simple_index(index_root: Path, wheels: list[Path]) -> None:
+    """<index_root>/<project>/index.html with links carrying #sha256= (PEP 503)."""
+    projects: dict[str, list[Path]] = {}
+    for wheel in wheels:
+        projects.setdefault(wheel.name.split("-")[0].replace("_", "-").lower(), []).append(wheel)
+    index_root.mkdir(parents=True, exist_ok=True)
+    links = []
+    for project, files in sorted(projects.items()):
+        pdir = index_root / project
+        pdir.mkdir(parents=True, exist_ok=True)
+        rows = []
+        for wheel in files:
+            target = pdir / wheel.name
+            target.write_bytes(wheel.read_bytes())
+            digest = hashlib.sha256(target.read_bytes()).hexdigest()
+            rows.append(f'<a href="{html.escape(wheel.name)}#sha256={digest}">{html.escape(wheel.name)}</a><br>')
+        (pdir / "index.html").write_text("<!DOCTYPE html><html><body>\n" + "\n".join(rows) + "\n</body></html>\n")
+        links.append(f'<a href="{project}/">{project}</a><br>')
+    (index_root / "index.html").write_text("<!DOCTYPE html><html><body>\n" + "\n".join(links) + "\n</body></html>\n")
+
+
+def build_pip_indexes(root: Path) -> None:
+    """PyPI-style packages (transformers, datasets, tiny stand-ins) and PyTorch-index torch wheels."""
+    work = root / "_wheels"
+    pypi = [build_wheel(work, "transformers", "4.99.0"), build_wheel(work, "datasets", "3.99.0"),
+            build_wheel(work, "accelerate", "1.99.0")]
+    write_simple_index(root / "pypi" / "simple", pypi)
+    for variant in ("cu130", "cu126", "cpu"):
+        wheels = [build_wheel(work / variant, "torch", f"2.14.1+{variant}", "STANDIN = True\n"),
+                  build_wheel(work / variant, "torchvision", f"0.29.1+{variant}", "STANDIN = True\n")]
+        write_simple_index(root / "whl" / variant, wheels)

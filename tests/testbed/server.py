@@ -1,0 +1,158 @@
+"""A threaded HTTP server on 127.0.0.1 (free port) serving a test bed, with fault injection and auth.
+
+Listen backlog raised to 256: with http.server's default of 5, parallel downloads stall for seconds
+(rattler-notes.md, addendum). No conditional responses (always 200 with the full body), which keeps
+clear of the shards/304 bug (conda/rattler#2719).
+"""
+
+from __future__ import annotations
+
+import base64
+import http.server
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+
+@dataclass
+class ServerState:
+    root: Path
+    faults: dict[str, str] = field(default_factory=dict)  # filename suffix -> 404|500|503|truncate|corrupt|slow
+    fault_budget: dict[str, int] = field(default_factory=dict)  # suffix -> times left (absent: always)
+    auth: str | None = None  # None | basic | token | bearer
+    user: str = "envuser"
+    password: str = "s3cret-pass"
+    token: str = "tk-SECRETTOKEN"
+    requests: list[tuple[str, str, int]] = field(default_factory=list)  # (method, path, status)
+    arrivals: list[str] = field(default_factory=list)  # paths, logged before any fault delays the answer
+    slow_s: float = 5.0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    state: ServerState
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *_args: object) -> None:
+        return
+
+    def _record(self, status: int) -> None:
+        with self.state.lock:
+            self.state.requests.append((self.command, self.path, status))
+
+    def _deny(self, status: int = 401) -> None:
+        self._record(status)
+        self.send_response(status)
+        self.send_header("Content-Length", "0")
+        if status == 401:
+            self.send_header("WWW-Authenticate", 'Basic realm="envkit-test"')
+        self.end_headers()
+
+    def _authorized_path(self) -> str | None:
+        path = unquote(urlsplit(self.path).path)
+        st = self.state
+        if st.auth == "basic":
+            want = "Basic " + base64.b64encode(f"{st.user}:{st.password}".encode()).decode()
+            return path if self.headers.get("Authorization") == want else None
+        if st.auth == "bearer":
+            return path if self.headers.get("Authorization") == f"Bearer {st.token}" else None
+        if st.auth == "token":
+            prefix = f"/t/{st.token}"
+            return path[len(prefix):] if path.startswith(prefix + "/") else None
+        return path
+
+    def _fault_for(self, path: str) -> str | None:
+        st = self.state
+        with st.lock:
+            for suffix, fault in st.faults.items():
+                if path.endswith(suffix):
+                    left = st.fault_budget.get(suffix)
+                    if left is not None:
+                        if left <= 0:
+                            return None
+                        st.fault_budget[suffix] = left - 1
+                    return fault
+        return None
+
+    def do_HEAD(self) -> None:  # noqa: N802
+        self._serve(head=True)
+
+    def do_GET(self) -> None:  # noqa: N802
+        self._serve(head=False)
+
+    def _serve(self, head: bool) -> None:
+        with self.state.lock:
+            self.state.arrivals.append(self.path)
+        path = self._authorized_path()
+        if path is None:
+            self._deny(403 if self.state.auth == "token" else 401)
+            return
+        target = (self.state.root / path.lstrip("/")).resolve()
+        if self.state.root.resolve() not in target.parents and target != self.state.root.resolve():
+            self._deny(404)
+            return
+        if target.is_dir():
+            target = target / "index.html"
+        fault = self._fault_for(path)
+        if fault in ("404", "500", "503"):
+            self._deny(int(fault))
+            return
+        if not target.is_file():
+            self._deny(404)
+            return
+        body = target.read_bytes()
+        if fault == "corrupt":
+            body = bytes(b ^ 0x5A for b in body)
+        if fault == "slow":
+            time.sleep(self.state.slow_s)
+        self._record(200)
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Content-Type", "text/html" if target.suffix == ".html" else "application/octet-stream")
+        self.end_headers()
+        if head:
+            return
+        if fault == "truncate":
+            self.wfile.write(body[: len(body) // 2])
+            self.wfile.flush()
+            self.close_connection = True
+            return
+        self.wfile.write(body)
+
+
+class _Server(http.server.ThreadingHTTPServer):
+    request_queue_size = 256
+    daemon_threads = True
+
+
+class ChannelServer:
+    """`with ChannelServer(root) as srv:` -> srv.url is http://127.0.0.1:PORT."""
+
+    def __init__(self, root: Path) -> None:
+        self.state = ServerState(root)
+        handler = type("Handler", (_Handler,), {"state": self.state})
+        self.httpd = _Server(("127.0.0.1", 0), handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def __enter__(self) -> ChannelServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def arrived(self, suffix: str) -> bool:
+        with self.state.lock:
+            return any(p.endswith(suffix) for p in self.state.arrivals)
+
+    def hits(self, suffix: str) -> list[tuple[str, str, int]]:
+        with self.state.lock:
+            return [r for r in self.state.requests if r[1].endswith(suffix)]
