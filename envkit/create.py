@@ -17,7 +17,7 @@ import signal
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +69,7 @@ class CreateResult:
     pip_lines: tuple[str, ...] = ()
     engine: str = "rattler"
     notes: tuple[str, ...] = ()
+    changes: tuple[str, ...] = ()  # what --file adaptation changed
 
     @property
     def download_bytes(self) -> int:
@@ -85,6 +86,7 @@ class CreateResult:
             "phases_s": {k: round(v, 3) for k, v in self.phases.items()},
             "verify": self.verify.to_json() if self.verify else None,
             "notes": list(self.notes),
+            "changes": list(self.changes),
         }
 
 
@@ -102,7 +104,7 @@ class Timer:
 
 
 # -- what to install ----------------------------------------------------------------------------
-def _prepare(opts: CreateOptions, timer: Timer) -> tuple[EnvFile, Selection | None, Machine]:
+def _prepare(opts: CreateOptions, timer: Timer) -> tuple[EnvFile, Selection | None, Machine, tuple[str, ...]]:
     from envkit.stages import render_env
 
     if opts.file is not None and opts.no_adapt:
@@ -113,13 +115,13 @@ def _prepare(opts: CreateOptions, timer: Timer) -> tuple[EnvFile, Selection | No
                              cuda=opts.request.cuda)
         with timer.phase("render"):
             envfile = envfile_as_is(opts.file, opts.name)
-        return envfile, None, machine
+        return envfile, None, machine, ()
     with timer.phase("render"):
         rendered = render_env(spec=opts.spec if opts.file is None else None, from_file=opts.file, name=opts.name,
                               request=opts.request, flavor_given=opts.flavor_given,
                               mirror=opts.mirror, driver_version=opts.driver_version,
                               compute_capabilities=opts.compute_capabilities)
-    return rendered.envfile, rendered.selection, rendered.machine
+    return rendered.envfile, rendered.selection, rendered.machine, rendered.changes
 
 
 def envfile_as_is(path: Path, name: str) -> EnvFile:
@@ -314,12 +316,40 @@ def _fix_shebangs(prefix: Path, staging: Path, final: Path) -> None:
 
 
 # -- pip ----------------------------------------------------------------------------------------
+def pip_index_env(lines: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+    """Index lines whose server needs credentials move out of the file into pip's environment
+    (PIP_INDEX_URL / PIP_EXTRA_INDEX_URL): the secret never touches a file, argv or a log."""
+    from envkit.secrets import VAULT
+
+    kept: list[str] = []
+    index: str | None = None
+    extra: list[str] = []
+    for line in lines:
+        match = re.match(r"^(--index-url|-i|--extra-index-url)[ =](\S+)$", line.strip())
+        if match:
+            secret_url = VAULT.with_credentials(match.group(2))
+            if secret_url != match.group(2):
+                if match.group(1) == "--extra-index-url":
+                    extra.append(secret_url)
+                else:
+                    index = secret_url
+                continue
+        kept.append(line)
+    env: dict[str, str] = {}
+    if index:
+        env["PIP_INDEX_URL"] = index
+    if extra:
+        env["PIP_EXTRA_INDEX_URL"] = " ".join(extra)
+    return kept, env
+
+
 def _run_pip(prefix: Path, lines: Sequence[str], selection: Selection | None, on_line: Any) -> tuple[str, ...]:
     reqs = prefix / META_DIR / "requirements.txt"
     reqs.parent.mkdir(parents=True, exist_ok=True)
-    reqs.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    file_lines, secret_env = pip_index_env(lines)
+    reqs.write_text("\n".join(file_lines) + "\n", encoding="utf-8")
     python = prefix / "bin" / "python"
-    env = proc.child_env(isolate_python=True, drop=("PIP_REQUIRE_VIRTUALENV",))
+    env = proc.child_env(secret_env, isolate_python=True, drop=("PIP_REQUIRE_VIRTUALENV",))
     base = [str(python), "-m", "pip", "install", "--no-input", "--disable-pip-version-check", "-r", str(reqs)]
     report = prefix / META_DIR / "pip-plan.json"
     dry = proc.run(base + ["--dry-run", "--quiet", "--report", str(report)], timeout=900, env=env)
@@ -334,7 +364,7 @@ def _run_pip(prefix: Path, lines: Sequence[str], selection: Selection | None, on
     finally:
         report.unlink(missing_ok=True)
     pip_guard(selection, pairs)
-    done = proc.run(base, timeout=3600, env=env, on_line=on_line)
+    done = proc.run(base, timeout=3600, env=env, on_line=(lambda line: on_line(redact(line))) if on_line else None)
     if done.returncode != 0:
         raise EngineError(f"pip failed installing the pip section (rc {done.returncode}): "
                           f"{redact(done.stdout.strip()[-1500:])}",
@@ -354,7 +384,7 @@ def create_env(opts: CreateOptions, progress: Any = None, on_line: Any = None) -
     external = opts.engine != "rattler"
     # the file (kept in the env) carries mirror URLs so a plain `conda env create` works behind the
     # mirror; the embedded engine solves against the canonical channels and applies the mirror per request
-    envfile, selection, machine = _prepare(opts, timer)
+    envfile, selection, machine, changes = _prepare(opts, timer)
     if opts.require_gpu and (selection is None or not selection.is_gpu) and not opts.dry_run:
         raise EngineError("no GPU build was selected and --require-gpu was given: " +
                           (selection.reasons[0] if selection else "the file was taken as is"),
@@ -367,7 +397,8 @@ def create_env(opts: CreateOptions, progress: Any = None, on_line: Any = None) -
     if external:
         from envkit.engines.conda_cli import create_external
 
-        return create_external(opts, envfile, env_text, selection, machine, prefix, timer, notes, on_line)
+        result = create_external(opts, envfile, env_text, selection, machine, prefix, timer, notes, on_line)
+        return replace(result, changes=changes)
 
     from envkit.engines.rattler_engine import EngineSettings, RattlerEngine
 
@@ -398,7 +429,7 @@ def create_env(opts: CreateOptions, progress: Any = None, on_line: Any = None) -
                               if (m := re.match(r"^(torch|torchvision|torchaudio)==(\S+)$", line))])
     if opts.dry_run:
         return CreateResult(prefix, packages, selection, machine, timer.phases, True, env_text,
-                            pip_lines=envfile.pip, notes=tuple(notes))
+                            pip_lines=envfile.pip, notes=tuple(notes), changes=changes)
     staging = prefix.parent / f"{STAGING}.{prefix.name}.{os.getpid()}.{_random.token_hex(4)}"
     pip_installed: tuple[str, ...] = ()
     with _term_as_interrupt():
@@ -427,7 +458,7 @@ def create_env(opts: CreateOptions, progress: Any = None, on_line: Any = None) -
             report = verify_env(prefix=str(prefix), timeout=opts.verify_timeout, quick=True)
     _update_meta_phases(prefix, timer)
     return CreateResult(prefix, packages, selection, machine, timer.phases, False, env_text, report,
-                        pip_installed, notes=tuple(notes))
+                        pip_installed, notes=tuple(notes), changes=changes)
 
 
 def _write_meta(prefix: Path, opts: CreateOptions, env_text: str, selection: Selection | None, machine: Machine,

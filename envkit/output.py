@@ -139,9 +139,15 @@ def human_size(n: int | None) -> str:
     return f"{size:.1f} GiB"
 
 
+def print_changes(result: Any) -> None:
+    for change in getattr(result, "changes", ()):
+        plain(f"changed: {change}", err=True)
+
+
 def print_plan(result: Any) -> None:
     from rich.table import Table
 
+    print_changes(result)
     con = console()
     table = Table(show_edge=False, title=f"plan for {result.prefix}")
     for col in ("package", "version", "build", "channel", "size", ""):
@@ -158,6 +164,7 @@ def print_plan(result: Any) -> None:
 def print_created(result: Any) -> None:
     from envkit.locations import activation_hint
 
+    print_changes(result)
     con = console()
     for note in result.notes:
         con.print(f"[yellow]note:[/] {esc(note)}")

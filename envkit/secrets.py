@@ -13,7 +13,7 @@ import os
 import re
 import threading
 from dataclasses import dataclass, field
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 _TOKEN_RE = re.compile(r"/t/([^/]+)(?=/|$)")
 _REDACTED = "********"
@@ -58,6 +58,18 @@ class Vault:
         for clean, tokened in self.token_urls.items():
             if url == clean or url.startswith(clean + "/"):
                 return tokened + url[len(clean):]
+        return url
+
+    def with_credentials(self, url: str) -> str:
+        """The URL with its token path and basic-auth userinfo back (for pip's environment only)."""
+        url = self.with_token(url)
+        parts = urlsplit(url)
+        header = (self.headers_for(parts.hostname or "") or {}).get("Authorization", "")
+        if header.startswith("Basic ") and "@" not in parts.netloc:
+            userinfo = base64.b64decode(header[6:]).decode()
+            user, _, password = userinfo.partition(":")
+            netloc = f"{quote(user, safe='')}:{quote(password, safe='')}@{parts.netloc}"
+            url = urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
         return url
 
     def add_bearer(self, host: str, token: str) -> None:

@@ -213,15 +213,14 @@ def test_secrets_never_reach_files_or_output(capsys: pytest.CaptureFixture[str],
     else:
         mirror = server.url
         monkeypatch.setenv("ENVKIT_MIRROR_TOKEN", st.token)
-    code, out, err = create(capsys, f"sec-{mode}", "--spec", "dl_train", *GPU, "--mirror", mirror, "--no-verify")
-    if mode == "basic":
-        # pip gets no credentials from envkit (pip's own config/keyring/netrc carries them): the conda part
-        # authenticated, the pip section was refused -> a clean failure that leaks nothing
-        assert code in (0, 1)
-    else:
-        assert code in (0, 1)
+    # pip cannot send bearer tokens: that mode has no pip section (pip's keyring/netrc would carry it)
+    spec = "minimal" if mode == "bearer" else "dl_train"
+    code, out, err = create(capsys, f"sec-{mode}", "--spec", spec, *GPU, "--mirror", mirror, "--no-verify")
+    assert code == 0, err
+    if spec == "dl_train":
+        assert server.hits("/pypi/simple/transformers/")[-1][2] == 200  # pip authenticated too
     secrets = [st.password, st.token]
-    assert not any(s in out or s in err for s in secrets)
+    assert not any(s in out or s in err for s in secrets), out + err
     prefix = isolated / "envs" / f"sec-{mode}"
     if prefix.exists():
         for path in prefix.rglob("*"):
@@ -273,15 +272,22 @@ def test_pip_flavor_uses_the_pytorch_index(capsys: pytest.CaptureFixture[str], s
     assert server.hits("/whl/cu130/torch/")
 
 
-def test_pip_plan_guard_catches_a_cpu_wheel(capsys: pytest.CaptureFixture[str], server: ChannelServer,
-                                            isolated: Path, tmp_path: Path) -> None:
+def test_a_cpu_wheel_pin_is_replaced_by_the_gpu_selection(capsys: pytest.CaptureFixture[str],
+                                                          server: ChannelServer, isolated: Path, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ENVKIT_PYTORCH_INDEX", f"{server.url}/whl")
     file = tmp_path / "cpu-wheel.yml"
     file.write_text(f"name: w\nchannels:\n  - conda-forge\ndependencies:\n  - python={PY}\n  - pip\n  - pip:\n"
-                    f"      - --index-url {server.url}/whl/cpu\n      - torch==2.14.1+cpu\n")
-    code, _out, err = run_cli(capsys, "create", "w", "--file", str(file), "--flavor", "pip", *GPU, "--mirror",
-                              server.url, "--no-verify", "--python", PY)
-    # adapted: the +cpu pin is replaced by this machine's +cu130 selection (changes are printed)
-    assert "torch==2.14.1+cpu" in err or code in (0, 1)
+                    f"      - --extra-index-url https://download.pytorch.org/whl/cpu\n      - torch==2.14.1+cpu\n")
+    code, _out, err = run_cli(capsys, "create", "w", "--file", str(file), *GPU, "--mirror", server.url,
+                              "--no-verify", "--python", PY)
+    assert code == 0, err
+    assert "replaced pip torch==2.14.1+cpu" in err and "removed pip line --extra-index-url" in err
+    site = isolated / "envs" / "w" / "lib" / f"python{PY}" / "site-packages"
+    assert (site / "torch-2.14.1+cu130.dist-info").is_dir() and not (site / "torch-2.14.1+cpu.dist-info").exists()
+
+
+def test_pip_guard_refuses_a_cpu_wheel_for_a_gpu_selection() -> None:
     from envkit.create import pip_guard
     from envkit.errors import PlanGuardError
     from envkit.models import Selection
@@ -289,6 +295,8 @@ def test_pip_plan_guard_catches_a_cpu_wheel(capsys: pytest.CaptureFixture[str], 
     sel = Selection("pip", "2.14.1", None, None, "13.0", PY, "cu130", (), ("conda-forge",), (), "x", ())
     with pytest.raises(PlanGuardError, match="CPU wheel"):
         pip_guard(sel, [("torch", "2.14.1+cpu")])
+    pip_guard(sel, [("torch", "2.14.1+cu130")])  # the right wheel passes
+    pip_guard(None, [("torch", "2.14.1+cpu")])  # no GPU selection: nothing to guard
 
 
 def test_stale_staging_is_swept(capsys: pytest.CaptureFixture[str], server: ChannelServer, isolated: Path) -> None:

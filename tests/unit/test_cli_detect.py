@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import FakeGpu, FakeNVML
+from helpers import FakeGpu, FakeNVML
 from helpers import cli_json, run_cli
 
 

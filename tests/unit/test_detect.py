@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, FakeGpu, FakeNVML
+from helpers import FIXTURES, FakeGpu, FakeNVML
 from envkit.detect import apply_visible_devices, detect
 from envkit.detect.sources import cuda_from_int, parse_proc_version, parse_smi_header, parse_smi_query
 from envkit.models import Gpu

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import FIXTURES
+from helpers import FIXTURES
 from golden_matrix import CASES, Case, render_case
 from helpers import run_cli
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES
+from helpers import FIXTURES
 from helpers import run_cli
 from envkit.verify.report import FAIL, PASS, SKIPPED, verdict
 from envkit.verify.runner import run_payload
