@@ -198,6 +198,8 @@ def render(spec: str | None, from_file: str | None, spec_path: str | None, outpu
 @click.option("--file", "env_file", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Create from this environment.yml (adapted to this machine unless --no-adapt).")
 @click.option("--no-adapt", is_flag=True, help="Take --file literally (no CUDA replacement).")
+@click.option("--lock", "lock_file", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Recreate the exact package set of a lock file (envkit export --format lock), no solve.")
 @click.option("--mirror", default=None, envvar="ENVKIT_MIRROR", help="Mirror profile or URL for channels and PyPI.")
 @click.option("--channel", "channels", multiple=True, metavar="URL",
               help="Use these channels instead of the file's (repeatable; file://, http(s)://).")
@@ -211,7 +213,8 @@ def render(spec: str | None, from_file: str | None, spec_path: str | None, outpu
 @click.option("--quiet", "-q", is_flag=True, help="No progress output.")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
 @selection_options
-def create(name: str, spec: str | None, env_file: str | None, no_adapt: bool, mirror: str | None,
+def create(name: str, spec: str | None, env_file: str | None, no_adapt: bool, lock_file: str | None,
+           mirror: str | None,
            channels: tuple[str, ...], prefix: str | None, engine: str | None, dry_run: bool, force: bool,
            no_verify: bool, require_gpu: bool, quiet: bool, as_json: bool, cuda: str | None, torch_spec: str | None,
            python: str | None, flavor: str | None, driver_version: str | None, compute_capability: tuple[str, ...],
@@ -224,10 +227,11 @@ def create(name: str, spec: str | None, env_file: str | None, no_adapt: bool, mi
     from envkit.errors import ExitCode
     from envkit.render.specs import available
 
-    if spec is None and env_file is None:
+    if spec is None and env_file is None and lock_file is None:
         spec = name if name in available() else "dl_train"
     opts = CreateOptions(
         name=name, spec=spec, file=Path(env_file) if env_file else None, no_adapt=no_adapt,
+        lock=Path(lock_file) if lock_file else None,
         request=_request(cuda, torch_spec, python, flavor, no_driver_check), flavor_given=flavor is not None,
         mirror=mirror, channels=channels, prefix=Path(prefix) if prefix else None, engine=engine or "rattler",
         dry_run=dry_run, force=force, no_verify=no_verify, require_gpu=require_gpu,
@@ -253,6 +257,43 @@ def create(name: str, spec: str | None, env_file: str | None, no_adapt: bool, mi
                 raise SystemExit(int(ExitCode.VERIFY_SKIPPED))
             output.plain("NOTICE: verify was SKIPPED (no usable GPU): the env exists, but nothing proved it "
                          "trains on a GPU.", err=True)
+
+
+@cli.command(epilog=EPILOG)
+@click.argument("name", required=False)
+@click.option("--prefix", default=None, help="Export the environment at this path.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+              help="Write here (atomically) instead of stdout.")
+@click.option("--format", "fmt", type=click.Choice(["yaml", "explicit", "lock"]), default="yaml", show_default=True,
+              help="yaml: portable environment.yml; explicit: @EXPLICIT URLs with sha256; lock: rattler lock file.")
+@click.option("--from-history", is_flag=True, help="Only what was asked for, pinned to the installed versions.")
+@click.option("--no-pip", is_flag=True, help="Leave out the pip section.")
+@click.option("--name", "env_name", default=None, help="Name written into the file.")
+@click.option("--strict", is_flag=True, help="Fail on packages that cannot be recreated (editable, local path).")
+def export(name: str | None, prefix: str | None, output: str | None, fmt: str, from_history: bool, no_pip: bool,
+           env_name: str | None, strict: bool) -> None:
+    """A portable environment.yml (no prefix, no builds, pip kept), explicit list or lock file."""
+    from pathlib import Path
+
+    from envkit import output as out
+    from envkit.errors import UsageError
+    from envkit.export import export_env
+    from envkit.fsutil import atomic_write_text
+    from envkit.locations import find_prefix
+
+    if fmt != "yaml" and (from_history or no_pip or env_name):
+        raise UsageError("--from-history, --no-pip and --name apply to --format yaml only",
+                         f"envkit export {name or ''} --format {fmt}")
+    path = find_prefix(name, prefix)
+    kwargs = {"name": env_name, "from_history": from_history, "no_pip": no_pip, "strict": strict} if fmt == "yaml" else {}
+    result = export_env(path, fmt=fmt, **kwargs)
+    for warning in result.warnings:
+        out.plain(f"warning: {warning}", err=True)
+    if output:
+        atomic_write_text(Path(output), result.text)
+        out.plain(f"wrote {output}", err=True)
+    else:
+        sys.stdout.write(result.text)
 
 
 @cli.command("list", epilog=EPILOG)

@@ -39,6 +39,7 @@ class CreateOptions:
     name: str
     spec: str | None = None
     file: Path | None = None
+    lock: Path | None = None
     no_adapt: bool = False
     request: Request = field(default_factory=Request)
     flavor_given: bool = False
@@ -373,6 +374,30 @@ def _run_pip(prefix: Path, lines: Sequence[str], selection: Selection | None, on
 
 
 # -- the whole flow -----------------------------------------------------------------------------
+def is_explicit(path: Path) -> bool:
+    try:
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            return any(line.strip() == "@EXPLICIT" for line in handle)
+    except OSError:
+        return False
+
+
+def _recreate_source(opts: CreateOptions) -> tuple[Path, str] | None:
+    """--lock FILE or --file EXPLICIT.txt: the exact package set, installed without solving."""
+    if opts.lock is not None:
+        return opts.lock, "lock"
+    if opts.file is not None and is_explicit(opts.file):
+        return opts.file, "explicit"
+    return None
+
+
+def _channels_of(path: Path, kind: str) -> tuple[str, ...]:
+    """Channel base URLs named in an explicit list or a lock file (for mirrors and credentials)."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    urls = re.findall(r"((?:https?|file)://\S+?)/(?:linux-64|noarch|linux-aarch64|osx-64|osx-arm64|win-64)/", text)
+    return tuple(dict.fromkeys(urls))
+
+
 def create_env(opts: CreateOptions, progress: Any = None, on_line: Any = None) -> CreateResult:
     from envkit.config import cache_dir, load_file_config
     from envkit.render import mirrors
@@ -382,9 +407,25 @@ def create_env(opts: CreateOptions, progress: Any = None, on_line: Any = None) -
         raise UsageError(f"unknown engine {opts.engine!r}", f"use one of {', '.join(ENGINES)}")
     timer = Timer()
     external = opts.engine != "rattler"
-    # the file (kept in the env) carries mirror URLs so a plain `conda env create` works behind the
-    # mirror; the embedded engine solves against the canonical channels and applies the mirror per request
-    envfile, selection, machine, changes = _prepare(opts, timer)
+    recreate = _recreate_source(opts)
+    if recreate is not None:
+        from envkit.detect import detect
+
+        if external:
+            raise UsageError("--lock and explicit files are installed by the embedded engine",
+                             "drop --engine, or give conda the file yourself: conda create -p PREFIX --file FILE")
+        with timer.phase("detect"):
+            machine = detect(driver_version=opts.driver_version, compute_capabilities=opts.compute_capabilities,
+                             cuda=opts.request.cuda)
+        source, kind = recreate
+        envfile = EnvFile(opts.name, _channels_of(source, kind), (), (), (), ())
+        selection, changes = None, ()
+        env_text = redact(source.read_text(encoding="utf-8", errors="replace"))
+    else:
+        # the file (kept in the env) carries mirror URLs so a plain `conda env create` works behind the
+        # mirror; the embedded engine solves against canonical channels and applies the mirror per request
+        envfile, selection, machine, changes = _prepare(opts, timer)
+        env_text = redact(envfile.render())
     if opts.require_gpu and (selection is None or not selection.is_gpu) and not opts.dry_run:
         raise EngineError("no GPU build was selected and --require-gpu was given: " +
                           (selection.reasons[0] if selection else "the file was taken as is"),
@@ -393,7 +434,6 @@ def create_env(opts: CreateOptions, progress: Any = None, on_line: Any = None) -
     notes = sweep(prefix.parent)
     if not opts.dry_run:
         _check_target(prefix, opts.force)
-    env_text = redact(envfile.render())
     if external:
         from envkit.engines.conda_cli import create_external
 
@@ -414,19 +454,28 @@ def create_env(opts: CreateOptions, progress: Any = None, on_line: Any = None) -
         bearer_from_env(urlsplit(next(iter(mirror.conda.values()))).hostname or "")
     channels = opts.channels or tuple(mirrors.canonical_channel(c, config) if mirror else c
                                       for c in envfile.channels)
+    if mirror is not None and mirror.pypi and envfile.pip and not any(
+            line.startswith(("--index-url", "-i ")) for line in envfile.pip):
+        envfile = replace(envfile, pip=(f"--index-url {mirror.pypi}", *envfile.pip))  # behind the mirror, pip too
     settings = EngineSettings(channels=channels, cache_dir=cache_dir(), mirror=mirror,
                               cuda_override=cuda_override_for(opts, machine, selection),
                               sharded=bool(config.get("sharded_repodata", True)))
     engine = RattlerEngine(settings, progress)
-    specs = list(envfile.dependencies)
-    if envfile.pip and not any(re.match(r"^pip([=<>\s]|$)", s) for s in specs):
-        specs.append("pip")
-    with timer.phase("solve"):
-        packages = tuple(engine.solve(specs))
-    plan_guard(selection, packages, specs)
-    if envfile.pip:
-        pip_guard(selection, [(m.group(1), m.group(2)) for line in envfile.pip
-                              if (m := re.match(r"^(torch|torchvision|torchaudio)==(\S+)$", line))])
+    if recreate is not None:
+        source, kind = recreate
+        with timer.phase("solve"):
+            packages = tuple(engine.load_lock(source) if kind == "lock" else engine.load_explicit(source))
+        specs = [p.name for p in packages]
+    else:
+        specs = list(envfile.dependencies)
+        if envfile.pip and not any(re.match(r"^pip([=<>\s]|$)", s) for s in specs):
+            specs.append("pip")
+        with timer.phase("solve"):
+            packages = tuple(engine.solve(specs))
+        plan_guard(selection, packages, specs)
+        if envfile.pip:
+            pip_guard(selection, [(m.group(1), m.group(2)) for line in envfile.pip
+                                  if (m := re.match(r"^(torch|torchvision|torchaudio)==(\S+)$", line))])
     if opts.dry_run:
         return CreateResult(prefix, packages, selection, machine, timer.phases, True, env_text,
                             pip_lines=envfile.pip, notes=tuple(notes), changes=changes)

@@ -274,6 +274,74 @@ class RattlerEngine:
         stem = re.sub(r"(\.tar\.bz2|\.conda)$", "", str(record.file_name))
         return (self.settings.cache_dir / "pkgs" / stem).is_dir()
 
+    # -- recreate without solving ------------------------------------------------------------
+    def load_lock(self, path: Path) -> list[PlannedPackage]:
+        """A rattler (pixi-style) lock file: its records go straight to install (no solve)."""
+        from rattler import LockFile
+
+        try:
+            lock = LockFile.from_path(path)
+            env = lock.default_environment()
+            platforms = env.platforms() if env is not None else []
+        except Exception as exc:
+            raise EngineError(f"cannot read lock file {path}: {redact(str(exc))}",
+                              "pass a file written by `envkit export --format lock`") from exc
+        if env is None or not platforms:
+            raise EngineError(f"lock file {path} has no default environment", "export it again")
+        wanted = next((p for p in platforms if str(p) == self.settings.platform), None)
+        if wanted is None:
+            raise EngineError(f"lock file {path} has no packages for {self.settings.platform} "
+                              f"(it has {', '.join(str(p) for p in platforms)})", "lock on this platform")
+        self._records = list(env.conda_repodata_records_for_platform(wanted) or [])
+        self._specs = [r.name.normalized for r in self._records]
+        return [self._planned(r) for r in self._records]
+
+    def load_explicit(self, path: Path) -> list[PlannedPackage]:
+        """An @EXPLICIT list: each URL is looked up in its channel's repodata and its hash checked."""
+        from rattler import Channel, Gateway, SourceConfig
+
+        urls = []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            line = line.strip()
+            if line and not line.startswith(("#", "@")):
+                urls.append(line)
+        wanted: dict[tuple[str, str], list[tuple[str, str | None]]] = {}
+        for raw in urls:
+            url, _, fragment = raw.partition("#")
+            digest = fragment.split("=", 1)[-1].split(":", 1)[-1] if fragment else None
+            base, subdir, file_name = url.rsplit("/", 2)
+            wanted.setdefault((base, subdir), []).append((file_name, digest))
+        gateway = Gateway(cache_dir=self.settings.cache_dir / "repodata", client=self.client(),
+                          default_config=SourceConfig(sharded_enabled=self.settings.sharded))
+        records: list[Any] = []
+
+        async def go() -> None:
+            for (base, subdir), items in wanted.items():
+                names = sorted({re.sub(r"-[^-]+-[^-]+(\.tar\.bz2|\.conda)$", "", f) for f, _ in items})
+                result = await gateway.query([Channel(channel_url(base))], [subdir], names, recursive=False)
+                by_file = {str(r.file_name): r for group in result for r in group}
+                for file_name, digest in items:
+                    record = by_file.get(file_name)
+                    if record is None:
+                        raise EngineError(f"{file_name} is not in the repodata of {redact(base)}/{subdir}",
+                                          "the channel changed since the export; export again or use the lock format")
+                    have = record.sha256.hex() if record.sha256 else None
+                    if digest and len(digest) == 64 and have and have != digest:
+                        raise EngineError(f"sha256 of {file_name} in {redact(base)} differs from the explicit file",
+                                          "the channel republished the package; export again")
+                    records.append(record)
+
+        try:
+            asyncio.run(go())
+        except EngineError:
+            raise
+        except Exception as exc:
+            raise EngineError(f"cannot read the channels of {path}: {redact(str(exc))}",
+                              "check that the channels are reachable (or use --mirror)") from exc
+        self._records = records
+        self._specs = [r.name.normalized for r in records]
+        return [self._planned(r) for r in records]
+
     # -- install ----------------------------------------------------------------------------
     def check_file_hashes(self) -> None:
         """rattler does not verify file:// packages (rattler-notes §4): compare sha256 to repodata."""

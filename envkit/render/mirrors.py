@@ -130,9 +130,10 @@ def canonical_channel(url: str, config: dict[str, Any] | None = None) -> str:
     match = re.match(r"^https?://conda\.anaconda\.org/([A-Za-z0-9_.\-]+)$", clean)
     if match:
         return match.group(1)
-    for known in ("conda-forge", "pytorch", "nvidia"):
-        if clean.endswith("/" + known) or clean.endswith("/cloud/" + known):
-            return known
-    if clean.endswith("/pkgs/main"):
-        return "main"
+    if clean.startswith(("http://", "https://")):  # a mirror laid out as <base>/<channel>; local paths stay
+        for known in ("conda-forge", "pytorch", "nvidia"):
+            if clean.endswith("/" + known):
+                return known
+        if clean.endswith("/pkgs/main"):
+            return "main"
     return clean

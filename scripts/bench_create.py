@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""Benchmark `envkit create --no-verify` of a ~100-package env from a local channel, against the
+floor: the same solve + install done by a minimal direct py-rattler script. Also times `envkit export`.
+
+Each measurement is a fresh process (what a user waits for). Cold = empty package cache,
+warm = cache filled by an earlier run. Targets (issues #4, #6) on the 2-core dev machine:
+envkit <= 1.2x the floor; warm-cache create <= 2 s; export of the env <= 0.5 s.
+
+Usage: python scripts/bench_create.py [--runs N]   (needs the test extra: zstandard)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+FLOOR = r'''
+import asyncio, sys, time, atexit
+atexit.register(time.sleep, 0.1)
+import rattler
+from rattler import Gateway, MatchSpec, VirtualPackage, VirtualPackageOverrides
+channel, prefix, cache, py = sys.argv[1:5]
+async def main():
+    gw = Gateway(cache_dir=cache + "/repodata")
+    recs = await rattler.solve(sources=[channel], specs=[MatchSpec(f"python={py}", strict=False),
+                               MatchSpec("bench-all", strict=False)], gateway=gw, platforms=["linux-64", "noarch"],
+                               virtual_packages=VirtualPackage.detect(VirtualPackageOverrides.from_env()))
+    await rattler.install(recs, target_prefix=prefix, cache_dir=cache + "/pkgs", show_progress=False)
+asyncio.run(main())
+'''
+
+
+def timed(argv: list[str], env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    done = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    elapsed = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"failed ({done.returncode}): {' '.join(argv)}\n{done.stderr[-2000:]}")
+    return elapsed
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    from testbed.channel import PY, bench_universe, build, index, pip_pkg, python_pkg
+
+    work = Path(tempfile.mkdtemp(prefix="envkit-bench-"))
+    channel = work / "channel"
+    start = time.perf_counter()
+    pkgs = [python_pkg(), pip_pkg(), *bench_universe()]
+    for pkg in pkgs:
+        build(pkg, channel)
+    index(channel)
+    files = sum(len(p.files) for p in pkgs if p.name.startswith("bench"))
+    print(f"machine: {platform.node()} · {os.cpu_count()} cores · Python {platform.python_version()} · "
+          f"channel: {len(pkgs) - 2} bench packages + python + pip, {files} files (built in "
+          f"{time.perf_counter() - start:.1f} s)")
+    envfile = work / "bench.yml"
+    envfile.write_text(f"name: bench\nchannels:\n  - {channel.as_uri()}\ndependencies:\n"
+                       f"  - python={PY}\n  - bench-all\n")
+    envkit = [sys.executable, "-m", "envkit"]
+    base_env = dict(os.environ, ENVKIT_HOME=str(work / "home"), CONDA_OVERRIDE_CUDA="")
+    results: dict[str, list[float]] = {k: [] for k in ("floor cold", "envkit cold", "floor warm", "envkit warm",
+                                                        "envkit export")}
+    warm_floor = work / "cache-floor-warm"
+    warm_envkit = work / "cache-envkit-warm"
+    for i in range(args.runs + 1):
+        runs = {
+            "floor cold": lambda: timed([sys.executable, "-c", FLOOR, channel.as_uri(), str(work / f"f{i}"),
+                                         str(work / f"cache-floor-{i}"), PY], base_env),
+            "envkit cold": lambda: timed(envkit + ["create", f"e{i}", "--file", str(envfile), "--no-adapt",
+                                                   "--no-verify", "-q"],
+                                         dict(base_env, ENVKIT_CACHE_DIR=str(work / f"cache-envkit-{i}"))),
+            "floor warm": lambda: timed([sys.executable, "-c", FLOOR, channel.as_uri(), str(work / f"fw{i}"),
+                                         str(warm_floor), PY], base_env),
+            "envkit warm": lambda: timed(envkit + ["create", f"w{i}", "--file", str(envfile), "--no-adapt",
+                                                   "--no-verify", "-q"],
+                                         dict(base_env, ENVKIT_CACHE_DIR=str(warm_envkit))),
+            "envkit export": lambda: timed(envkit + ["export", f"w{i}"],
+                                           dict(base_env, ENVKIT_CACHE_DIR=str(warm_envkit))),
+        }
+        for label, run in runs.items():
+            elapsed = run()
+            if i > 0:  # run 0 fills the warm caches and the OS page cache
+                results[label].append(elapsed)
+    for label, times in results.items():
+        print(f"{label:14s} median {statistics.median(times):.3f} s  (min {min(times):.3f}, max {max(times):.3f}, "
+              f"n={len(times)})")
+    for kind in ("cold", "warm"):
+        ratio = statistics.median(results[f"envkit {kind}"]) / statistics.median(results[f"floor {kind}"])
+        print(f"envkit / floor ({kind}): {ratio:.2f}x")
+    shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
