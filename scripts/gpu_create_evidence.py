@@ -2,7 +2,7 @@
 """GPU evidence for `envkit create` (issue #4), run on the device machine from the repo root.
 
 Builds the offline test bed whose stand-in `python` runs this machine's own interpreter with its
-system site-packages visible (the image's real torch + CUDA), serves it on 127.0.0.1 as a mirror,
+site-packages visible (the image's real torch + CUDA), serves it on 127.0.0.1 as a mirror,
 runs `envkit create` with --cuda auto (real NVML / __cuda detection), which verifies at the end,
 then the full `envkit verify`. Writes the JSON outputs and a log to $OUT (default ./gpu-out).
 """
@@ -22,14 +22,15 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 
 def main() -> int:
-    from testbed.channel import PY, build_testbed
+    from testbed.channel import PY, build_testbed, test_venv_site
     from testbed.pipindex import build_pip_indexes
     from testbed.server import ChannelServer
 
     out = Path(os.environ.get("OUT", "gpu-out"))
     out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="envkit-gpu-"))
-    bed = build_testbed(work / "bed", system_site=True)
+    # this interpreter's site-packages (the image's torch lives in a venv) become visible in the env
+    bed = build_testbed(work / "bed", host_site=test_venv_site())
     build_pip_indexes(bed.root)
     env = dict(os.environ, ENVKIT_HOME=str(work / "home"), ENVKIT_CACHE_DIR=str(work / "cache"),
                PIP_CONFIG_FILE=os.devnull)
