@@ -49,6 +49,8 @@ def test_smi_parsers_on_real_samples() -> None:
     assert parse_smi_header((NV / "smi_h200.txt").read_text()) == "13.0"
     driver, gpus = parse_smi_query((NV / "smi_query_mixed.csv").read_text())
     assert [g.compute_capability for g in gpus] == ["6.1", "8.9"]  # multi-GPU (uv#14647)
+    driver, gpus = parse_smi_query((NV / "smi_query_2xh200.csv").read_text())  # real two-GPU capture
+    assert driver == "580.159.04" and [(g.index, g.compute_capability) for g in gpus] == [(0, "9.0"), (1, "9.0")]
 
 
 def test_nvml_is_the_first_source(fake_nvml: FakeNVML, tmp_path: Path) -> None:
