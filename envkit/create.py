@@ -141,7 +141,8 @@ def envfile_as_is(path: Path, name: str) -> EnvFile:
 
 
 def cuda_override_for(opts: CreateOptions, machine: Machine, selection: Selection | None) -> str | None:
-    """The __cuda the solve assumes: --cuda X.Y, CONDA_OVERRIDE_CUDA, or a simulated driver's CUDA."""
+    """The __cuda the solve assumes: --cuda X.Y, CONDA_OVERRIDE_CUDA, or a simulated driver's CUDA;
+    None lets rattler detect the real driver ("" removes __cuda, as an empty CONDA_OVERRIDE_CUDA does)."""
     cuda = opts.request.cuda
     if cuda not in ("auto", "cpu", ""):
         return cuda
@@ -149,8 +150,6 @@ def cuda_override_for(opts: CreateOptions, machine: Machine, selection: Selectio
         return machine.cuda_override
     if machine.simulated and machine.driver is not None:
         return machine.driver.cuda or ""
-    if cuda == "cpu" or (selection is not None and not selection.is_gpu and machine.driver is None):
-        return None
     return None
 
 

@@ -59,8 +59,6 @@ def create_external(opts: Any, envfile: EnvFile, env_text: str, selection: Selec
         raise EngineError(f"--engine {opts.engine}: `{opts.engine}` is not on PATH",
                           "install it, or use the embedded engine (the default: --engine rattler)")
     cuda = cuda_override_for(opts, machine, selection)
-    if cuda is None and selection is not None and selection.cuda and machine.driver is None:
-        cuda = selection.cuda
     extra = {"CONDA_OVERRIDE_CUDA": cuda} if cuda is not None else {}
     env = proc.child_env(extra, isolate_python=True)
     with tempfile.TemporaryDirectory(prefix="envkit-") as tmp:
