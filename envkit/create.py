@@ -256,7 +256,7 @@ def _term_as_interrupt() -> Iterator[None]:
     def handler(_signum: int, _frame: Any) -> None:
         raise KeyboardInterrupt
 
-    previous: dict[int, Any] = {}
+    previous: dict[signal.Signals, Any] = {}
     try:
         for sig in (signal.SIGINT, signal.SIGTERM):
             previous[sig] = signal.signal(sig, handler)
@@ -418,7 +418,8 @@ def create_env(opts: CreateOptions, progress: Any = None, on_line: Any = None) -
                              cuda=opts.request.cuda)
         source, kind = recreate
         envfile = EnvFile(opts.name, _channels_of(source, kind), (), (), (), ())
-        selection, changes = None, ()
+        selection = None
+        changes: tuple[str, ...] = ()
         env_text = redact(source.read_text(encoding="utf-8", errors="replace"))
     else:
         # the file (kept in the env) carries mirror URLs so a plain `conda env create` works behind the

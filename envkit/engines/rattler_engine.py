@@ -211,7 +211,7 @@ class RattlerEngine:
 
     # -- solve ------------------------------------------------------------------------------
     def solve(self, specs: Sequence[str]) -> list[PlannedPackage]:
-        from rattler import Gateway, MatchSpec, SourceConfig
+        from rattler import Gateway, MatchSpec, SourceConfig, Subdir
         from rattler.exceptions import InvalidMatchSpecError
 
         try:
@@ -226,7 +226,8 @@ class RattlerEngine:
             import rattler
 
             return await rattler.solve(sources=self.sources, specs=matchspecs, gateway=gateway,
-                                       platforms=[self.settings.platform, "noarch"], virtual_packages=vps)
+                                       platforms=[Subdir(self.settings.platform), Subdir("noarch")],
+                                       virtual_packages=vps)
 
         self.progress.phase("solve")
         try:
@@ -298,7 +299,7 @@ class RattlerEngine:
 
     def load_explicit(self, path: Path) -> list[PlannedPackage]:
         """An @EXPLICIT list: each URL is looked up in its channel's repodata and its hash checked."""
-        from rattler import Channel, Gateway, SourceConfig
+        from rattler import Channel, Gateway, SourceConfig, Subdir
 
         urls = []
         for line in path.read_text(encoding="utf-8").splitlines():
@@ -318,7 +319,7 @@ class RattlerEngine:
         async def go() -> None:
             for (base, subdir), items in wanted.items():
                 names = sorted({re.sub(r"-[^-]+-[^-]+(\.tar\.bz2|\.conda)$", "", f) for f, _ in items})
-                result = await gateway.query([Channel(channel_url(base))], [subdir], names, recursive=False)
+                result = await gateway.query([Channel(channel_url(base))], [Subdir(subdir)], names, recursive=False)
                 by_file = {str(r.file_name): r for group in result for r in group}
                 for file_name, digest in items:
                     record = by_file.get(file_name)
@@ -425,4 +426,4 @@ def read_prefix_records(prefix: Path) -> list[Any]:
     """PrefixRecords of an environment (rattler has no collect_from_prefix in Python)."""
     from rattler import PrefixRecord
 
-    return [PrefixRecord.from_path(str(p)) for p in sorted((prefix / "conda-meta").glob("*.json"))]
+    return [PrefixRecord.from_path(p) for p in sorted((prefix / "conda-meta").glob("*.json"))]

@@ -139,7 +139,7 @@ def test_dry_run_prints_the_plan_and_installs_nothing(capsys: pytest.CaptureFixt
     assert data["download_bytes"] > 0 and "solve" in data["phases_s"]
 
 
-@pytest.mark.parametrize("fault", ["404", "500", "corrupt"])
+@pytest.mark.parametrize("fault", ["404", "500", "corrupt", "truncate"])
 def test_server_faults_leave_nothing_and_a_rerun_succeeds(capsys: pytest.CaptureFixture[str],
                                                           server: ChannelServer, isolated: Path, fault: str) -> None:
     target = "pytorch-2.13.0-cuda130_generic_py" + PY.replace(".", "") + "_h0_200.conda"

@@ -130,7 +130,7 @@ def test_no_secret_in_any_export(capsys: pytest.CaptureFixture[str], server: Cha
 
 
 def test_from_history_keeps_versions_and_pip(capsys: pytest.CaptureFixture[str], server: ChannelServer,
-                                             isolated: Path) -> None:
+                                             isolated: Path, tmp_path: Path) -> None:
     make(capsys, "hist", "--spec", "dl_train", *GPU, "--mirror", server.url)
     data = yaml.safe_load(export(capsys, "hist", "--from-history"))
     conda = [d for d in data["dependencies"] if isinstance(d, str)]
@@ -138,6 +138,7 @@ def test_from_history_keeps_versions_and_pip(capsys: pytest.CaptureFixture[str],
     assert not any(d.startswith(("bench", "_")) for d in conda)
     pip = next(d["pip"] for d in data["dependencies"] if isinstance(d, dict))
     assert "transformers==4.99.0" in pip  # conda's own --from-history drops these
+    assert conda_lock_specs(export(capsys, "hist", "--from-history"), tmp_path)["pytorch"].manager == "conda"
 
 
 def conda_shaped_env(tmp_path: Path) -> Path:
@@ -175,6 +176,8 @@ def test_conda_made_env(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> N
     assert pip == ["git+https://github.com/org/mylib.git@0123456789abcdef0123456789abcdef01234567",
                    "requests==2.32.3"]
     assert "left out: localpkg is an editable install" in err
+    specs = conda_lock_specs(out, tmp_path)
+    assert specs["numpy"].manager == "conda" and specs["requests"].manager == "pip"
     code, _out, err = run_cli(capsys, "export", "--prefix", str(prefix), "--strict")
     assert code == 1 and "editable" in err
     data = yaml.safe_load(export(capsys, "--prefix", str(prefix), "--from-history"))

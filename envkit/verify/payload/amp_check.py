@@ -24,8 +24,7 @@ import warnings
 PAYLOAD_VERSION = 1
 SPEEDUP_BAR = 1.3  # the seed guides' "30% faster or it is not worth it"
 MEMORY_BAR = 0.8
-CHECKS = []
-WARNINGS = []
+CHECKS: list = []  # the report's checks, in the order they ran
 
 
 def check(name, status, explanation, values=None, duration=0.0, device=None):

@@ -1,0 +1,20 @@
+"""The package type-checks (architecture.md habit 10): mypy over the installed envkit sources."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def test_mypy_is_clean() -> None:
+    pytest.importorskip("mypy")
+    import envkit
+
+    package = Path(envkit.__file__).parent
+    config = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    done = subprocess.run([sys.executable, "-m", "mypy", "--config-file", str(config), str(package)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-3000:]
