@@ -32,13 +32,16 @@ def main() -> int:
     # this interpreter's site-packages (the image's torch lives in a venv) become visible in the env
     bed = build_testbed(work / "bed", host_site=test_venv_site())
     build_pip_indexes(bed.root)
-    env = dict(os.environ, ENVKIT_HOME=str(work / "home"), ENVKIT_CACHE_DIR=str(work / "cache"),
+    env = dict(os.environ, ENVKIT_HOME=str(work / "envkit"), ENVKIT_CACHE_DIR=str(work / "cache"),
                PIP_CONFIG_FILE=os.devnull)
     log = []
     with ChannelServer(bed.root) as srv:
         for name, argv in (
             ("create-h200", ["create", "gpuenv", "--spec", "minimal", "--python", PY, "--mirror", srv.url, "--json"]),
             ("verify-created-env-h200", ["verify", "gpuenv", "--json"]),
+            # the README's main job, with the spec's pip section served by the local index
+            ("create-dl_train-h200", ["create", "dl_train", "--cuda", "auto", "--python", PY, "--mirror", srv.url,
+                                      "--json"]),
         ):
             start = time.perf_counter()
             done = subprocess.run([sys.executable, "-m", "envkit", *argv], env=env, capture_output=True, text=True)
@@ -51,7 +54,7 @@ def main() -> int:
                 (out / f"{name}.json").write_text(json.dumps(data, indent=2) + "\n")
             except ValueError:
                 log.append(f"(stdout was not JSON)\n{done.stdout[-3000:]}\n")
-    prefix = work / "home" / "envs" / "gpuenv"
+    prefix = work / "envkit" / "envs" / "gpuenv"
     meta = sorted(p.name for p in (prefix / "conda-meta").glob("*.json")) if prefix.exists() else []
     log.append("conda-meta: " + ", ".join(meta) + "\n")
     (out / "create-verify-h200.log").write_text("\n".join(log))

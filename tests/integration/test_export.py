@@ -151,7 +151,7 @@ def conda_shaped_env(tmp_path: Path) -> Path:
         ("requests", "2.32.3", "pip", None),
         ("mylib", "0.1.0", "pip", {"url": "https://github.com/org/mylib.git",
                                      "vcs_info": {"vcs": "git", "commit_id": "0123456789abcdef0123456789abcdef01234567"}}),
-        ("localpkg", "1.0", "pip", {"url": "file:///home/alice/src/localpkg", "dir_info": {"editable": True}}),
+        ("localpkg", "1.0", "pip", {"url": "file:///srv/src/localpkg", "dir_info": {"editable": True}}),
         ("numpy", "1.26.4", "conda", None),
     ):
         dist = site / f"{name}-{version}.dist-info"
