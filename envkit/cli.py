@@ -74,12 +74,31 @@ def selection_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return func
 
 
+def _from_config(value: Any, key: str) -> Any:
+    """Flag and ENVKIT_* variable were already applied by click; the config file comes next."""
+    if value is not None:
+        return value
+    from envkit.config import load_file_config
+
+    return load_file_config().get(key)
+
+
 def _request(cuda: str | None, torch_spec: str | None, python: str | None, flavor: str | None,
              no_driver_check: bool, spec_python: str | None = None) -> Any:
     from envkit.models import Request
 
-    return Request(cuda=cuda or "auto", torch=torch_spec, python=python or spec_python,
-                   flavor=flavor or "conda-forge", no_driver_check=no_driver_check)
+    cuda = _from_config(cuda, "cuda")
+    if cuda is not None:
+        from envkit.config import config_path
+        from envkit.errors import UsageError
+
+        try:
+            _check_cuda(None, None, str(cuda))  # type: ignore[arg-type]
+        except click.BadParameter as exc:
+            raise UsageError(f"config file {config_path()}: cuda: {exc.message}", f"fix 'cuda:' in {config_path()}")
+    return Request(cuda=str(cuda) if cuda is not None else "auto", torch=_from_config(torch_spec, "torch"),
+                   python=python or spec_python, flavor=_from_config(flavor, "flavor") or "conda-forge",
+                   no_driver_check=no_driver_check)
 
 
 @click.group(epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
@@ -179,7 +198,7 @@ def render(spec: str | None, from_file: str | None, spec_path: str | None, outpu
         raise UsageError("give either a spec or --from FILE, not both", "envkit render dl_train  or  envkit render --from FILE")
     result = render_env(spec=spec_path or spec, from_file=Path(from_file) if from_file else None, name=name,
                         request=_request(cuda, torch_spec, python, flavor, no_driver_check),
-                        flavor_given=flavor is not None, mirror=mirror, driver_version=driver_version,
+                        flavor_given=flavor is not None, mirror=_from_config(mirror, "mirror"), driver_version=driver_version,
                         compute_capabilities=compute_capability)
     for change in result.changes:
         out.plain(f"changed: {change}", err=True)
@@ -233,7 +252,8 @@ def create(name: str, spec: str | None, env_file: str | None, no_adapt: bool, lo
         name=name, spec=spec, file=Path(env_file) if env_file else None, no_adapt=no_adapt,
         lock=Path(lock_file) if lock_file else None,
         request=_request(cuda, torch_spec, python, flavor, no_driver_check), flavor_given=flavor is not None,
-        mirror=mirror, channels=channels, prefix=Path(prefix) if prefix else None, engine=engine or "rattler",
+        mirror=_from_config(mirror, "mirror"), channels=channels, prefix=Path(prefix) if prefix else None,
+        engine=_from_config(engine, "engine") or "rattler",
         dry_run=dry_run, force=force, no_verify=no_verify, require_gpu=require_gpu,
         driver_version=driver_version, compute_capabilities=compute_capability,
         argv=("envkit", *sys.argv[1:]) if sys.argv and sys.argv[0].endswith("envkit") else ("envkit", "create", name),

@@ -77,14 +77,3 @@ def load_file_config(path: Path | None = None) -> FileConfig:
     if not isinstance(data, dict):
         raise EnvkitError(f"config file {path} must hold a mapping at the top level", f"fix or remove {path}")
     return FileConfig(data)
-
-
-def setting(flag_value: Any, env_var: str, file_key: str, default: Any) -> Any:
-    """Resolve one setting by the documented precedence."""
-    if flag_value is not None:
-        return flag_value
-    env = os.environ.get(env_var)
-    if env is not None and env != "":
-        return env
-    file_value = load_file_config().get(file_key)
-    return default if file_value is None else file_value

@@ -197,29 +197,42 @@ class _PlainProgress:
 
 class _RichProgress:
     def __init__(self) -> None:
-        from rich.progress import BarColumn, DownloadColumn, Progress as Bar, SpinnerColumn, TextColumn
+        from rich.progress import BarColumn, Progress as Bar, SpinnerColumn, TextColumn
 
         from envkit.engines.rattler_engine import Progress
 
-        self.bar = Bar(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
-                       console=console(stderr=True), transient=True)
-        self.solve = self.bar.add_task("solve", total=None)
-        self.download = self.bar.add_task("download", total=None, visible=False)
-        self.link = self.bar.add_task("link", total=None, visible=False)
+        self.bar = Bar(SpinnerColumn(), TextColumn("{task.description:<9}"), BarColumn(),
+                       TextColumn("{task.fields[detail]}"), console=console(stderr=True), transient=True)
+        self.solve = self.bar.add_task("solve", total=None, detail="")
+        self.download = self.bar.add_task("download", total=None, visible=False, detail="")
+        self.link = self.bar.add_task("link", total=None, visible=False, detail="")
+        self.bytes = [0, 0]
+        self.links = [0, 0]
 
         def phase(name: str) -> None:
             if name == "install":
-                self.bar.update(self.solve, total=1, completed=1)
+                self.bar.update(self.solve, total=1, completed=1, detail="done")
                 self.bar.update(self.download, visible=True)
                 self.bar.update(self.link, visible=True)
 
-        self.progress = Progress(
-            phase=phase,
-            download_total=lambda n: self.bar.update(self.download, total=n or None),
-            download_bytes=lambda n: self.bar.advance(self.download, n),
-            link_total=lambda n: self.bar.update(self.link, total=n),
-            linked=lambda _name: self.bar.advance(self.link, 1),
-        )
+        def download_total(n: int) -> None:
+            self.bytes[1] = n
+            self.bar.update(self.download, total=n or None, detail=f"0 / {human_size(n)}")
+
+        def download_bytes(n: int) -> None:
+            self.bytes[0] += n
+            self.bar.update(self.download, advance=n, detail=f"{human_size(self.bytes[0])} / {human_size(self.bytes[1])}")
+
+        def link_total(n: int) -> None:
+            self.links[1] = n
+            self.bar.update(self.link, total=n, detail=f"0/{n} packages")
+
+        def linked(_name: str) -> None:
+            self.links[0] += 1
+            self.bar.update(self.link, advance=1, detail=f"{self.links[0]}/{self.links[1]} packages")
+
+        self.progress = Progress(phase=phase, download_total=download_total, download_bytes=download_bytes,
+                                 link_total=link_total, linked=linked)
 
     def __enter__(self) -> Any:
         self.bar.start()

@@ -203,8 +203,12 @@ def remove_env(prefix: Path) -> None:
 
     if not (prefix / "conda-meta").is_dir():
         raise EnvNotFoundError(f"{prefix} is not an environment", "envkit list shows the environments")
-    trash = prefix.parent / f".envkit-staging.{prefix.name}.0.removing"
-    prefix.rename(trash)  # atomic: the name is free at once, even if deleting takes a while
+    import os
+    import secrets
+
+    # atomic: the name is free at once; a leftover (deletion interrupted) is swept like a dead staging folder
+    trash = prefix.parent / f".envkit-staging.{prefix.name}.{os.getpid()}.{secrets.token_hex(4)}"
+    prefix.rename(trash)
     shutil.rmtree(trash, ignore_errors=True)
 
 

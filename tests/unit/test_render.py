@@ -274,3 +274,21 @@ def test_output_onto_a_directory_leaves_no_temp_file(capsys: pytest.CaptureFixtu
     with pytest.raises(EnvkitError, match="cannot write"):
         atomic_write_text(target, "name: x\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["env.yml"] and list(target.iterdir()) == []
+
+
+def test_config_file_defaults_come_after_flags_and_env(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("flavor: pip\nmirror: tuna\ncuda: '12.4'\n")
+    monkeypatch.setenv("ENVKIT_CONFIG", str(config))
+    code, out, _ = run_cli(capsys, "render", "minimal")
+    assert code == 0 and "torch==2.14.1+cu126" in out and "pypi.tuna.tsinghua.edu.cn" in out
+    monkeypatch.setenv("ENVKIT_FLAVOR", "conda-forge")  # the environment beats the file
+    code, out, _ = run_cli(capsys, "render", "minimal", "--mirror", "ustc")  # and a flag beats both
+    assert code == 0 and "pytorch=" in out and "mirrors.ustc.edu.cn" in out
+    config.write_text("cuda: twelve\n")
+    code, _out, err = run_cli(capsys, "render", "minimal")
+    assert code == 2 and "config.yaml: cuda" in err
+    config.write_text("- not a mapping\n")
+    code, _out, err = run_cli(capsys, "render", "minimal")
+    assert code == 1 and "must hold a mapping" in err
