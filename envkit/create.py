@@ -71,6 +71,7 @@ class CreateResult:
     engine: str = "rattler"
     notes: tuple[str, ...] = ()
     changes: tuple[str, ...] = ()  # what --file adaptation changed
+    virtual_packages: tuple[str, ...] = ()  # what the solve assumed (__cuda, __glibc, ...)
 
     @property
     def download_bytes(self) -> int:
@@ -88,6 +89,7 @@ class CreateResult:
             "verify": self.verify.to_json() if self.verify else None,
             "notes": list(self.notes),
             "changes": list(self.changes),
+            "virtual_packages": list(self.virtual_packages),
         }
 
 
@@ -478,7 +480,8 @@ def create_env(opts: CreateOptions, progress: Any = None, on_line: Any = None) -
                                   if (m := re.match(r"^(torch|torchvision|torchaudio)==(\S+)$", line))])
     if opts.dry_run:
         return CreateResult(prefix, packages, selection, machine, timer.phases, True, env_text,
-                            pip_lines=envfile.pip, notes=tuple(notes), changes=changes)
+                            pip_lines=envfile.pip, notes=tuple(notes), changes=changes,
+                            virtual_packages=tuple(engine.describe_virtual_packages()))
     staging = prefix.parent / f"{STAGING}.{prefix.name}.{os.getpid()}.{_random.token_hex(4)}"
     pip_installed: tuple[str, ...] = ()
     with _term_as_interrupt():

@@ -38,10 +38,6 @@ class UsageError(EnvkitError):
     exit_code = ExitCode.USAGE
 
 
-class DetectError(EnvkitError):
-    """The machine could not be inspected (never raised for "no NVIDIA driver")."""
-
-
 class SelectionError(EnvkitError):
     """No PyTorch build satisfies driver, GPU architecture, Python and flavor together."""
 

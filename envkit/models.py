@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from dataclasses import asdict, dataclass
+from typing import Any
 
-Flavor = Literal["conda-forge", "pytorch", "pip"]
 FLAVORS: tuple[str, ...] = ("conda-forge", "pytorch", "pip")
 
 
@@ -115,4 +114,3 @@ class DetectResult:
     machine: Machine
     selection: Selection | None
     error: str | None = None
-    notes: tuple[str, ...] = field(default=())

@@ -157,6 +157,8 @@ def print_plan(result: Any) -> None:
     con.print(table)
     for line in result.pip_lines:
         con.print(f"  pip: {esc(line)}")
+    if result.virtual_packages:
+        con.print("  solved for: " + esc(" ".join(result.virtual_packages)))
     con.print(f"{len(result.packages)} packages, {human_size(result.download_bytes)} to download. "
               "Dry run: nothing was installed.")
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from envkit.compat import CC, Build, CompatData, Release, cc_str, driver_version, load, parse_cc, sm
+from envkit.compat import CC, Build, CompatData, Release, driver_version, load, parse_cc, sm
 from envkit.errors import SelectionError, UsageError
 from envkit.models import FLAVORS, Machine, Request, Selection
 
@@ -75,10 +75,6 @@ def _exact_version(release: Release, text: str | None) -> str:
 
 def pip_local(version: str, variant: str) -> str:
     """PyTorch index wheels carry the variant as a PEP 440 local version: 2.13.0+cu130."""
-    return _pip_local(version, variant)
-
-
-def _pip_local(version: str, variant: str) -> str:
     return f"{version}+{variant}"
 
 
@@ -170,7 +166,7 @@ def _specs(flavor: str, release: Release, version: str, python: str, build: Buil
             return (f"pytorch={version}", "cpuonly", f"python={python}"), (), None, "cpu"  # no nvidia needed
         return (f"pytorch={version}", f"pytorch-cuda={build.cuda}", f"python={python}"), (), None, build.label
     variant = build.label if build else "cpu"
-    pip = [f"torch=={_pip_local(version, variant)}"]
+    pip = [f"torch=={pip_local(version, variant)}"]
     return (f"python={python}", "pip"), tuple(pip), f"{PYTORCH_INDEX}/{variant}", variant
 
 
@@ -333,7 +329,3 @@ def _flavor_reason(flavor: str, build: Build | None) -> str:
         return ("legacy pytorch+nvidia channels (their last release is 2.5, pytorch#138506): "
                 + (f"pytorch-cuda={build.cuda}" if build else "cpuonly"))
     return f"pip wheels from {PYTORCH_INDEX}/{build.label if build else 'cpu'} inside the conda env"
-
-
-def describe_cc(cc: CC) -> str:
-    return f"{cc_str(cc)} ({sm(cc)})"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -17,7 +16,6 @@ if TYPE_CHECKING:
 NVML_ERROR_NO_PERMISSION = 4
 NVML_ERROR_DRIVER_NOT_LOADED = 9
 NVML_ERROR_LIBRARY_NOT_FOUND = 12
-NVML_ERROR_FUNCTION_NOT_FOUND = 13
 NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18
 
 
@@ -113,21 +111,8 @@ def parse_sys_version(text: str) -> str | None:
     return value if re.fullmatch(r"\d+\.\d+(\.\d+)?", value) else None
 
 
-def read_driver_files(root: Path) -> str | None:
-    for rel, parser in (("proc/driver/nvidia/version", parse_proc_version),
-                        ("sys/module/nvidia/version", parse_sys_version)):
-        try:
-            version = parser((root / rel).read_text(errors="replace"))
-        except OSError:
-            continue
-        if version:
-            return version
-    return None
-
-
-def from_driver_files(root: Path) -> _Partial:
-    from envkit.detect import _Partial
-
+def _driver_file(root: Path) -> tuple[str, str] | None:
+    """(driver version, source) from /proc/driver/nvidia/version, else /sys/module/nvidia/version."""
     for rel, parser, source in (("proc/driver/nvidia/version", parse_proc_version, "proc"),
                                 ("sys/module/nvidia/version", parse_sys_version, "sys")):
         try:
@@ -135,8 +120,20 @@ def from_driver_files(root: Path) -> _Partial:
         except OSError:
             continue
         if version:
-            return _Partial(driver=Driver(version, None, source))
-    return _Partial()
+            return version, source
+    return None
+
+
+def read_driver_files(root: Path) -> str | None:
+    found = _driver_file(root)
+    return found[0] if found else None
+
+
+def from_driver_files(root: Path) -> _Partial:
+    from envkit.detect import _Partial
+
+    found = _driver_file(root)
+    return _Partial(driver=Driver(found[0], None, found[1])) if found else _Partial()
 
 
 SMI_QUERY = ("--query-gpu=index,name,uuid,compute_cap,memory.total,driver_version",
@@ -184,7 +181,3 @@ def from_nvidia_smi(root: Path) -> _Partial:
         cuda = parse_smi_header(header.stdout)
     driver = Driver(driver_version, cuda, "nvidia-smi") if driver_version else None
     return _Partial(driver=driver, gpus=gpus)
-
-
-def platform_ok() -> bool:
-    return sys.platform.startswith("linux")

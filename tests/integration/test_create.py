@@ -132,11 +132,13 @@ def test_dry_run_prints_the_plan_and_installs_nothing(capsys: pytest.CaptureFixt
     code, out, err = create(capsys, "plan", "--spec", "dl_train", *GPU, "--mirror", server.url, "--dry-run")
     assert code == 0, err
     assert "pytorch" in out and "cuda130" in out and "to download" in out and "Dry run" in out
+    assert "solved for:" in out and "__cuda=13.0" in out  # the assumption behind the plan is shown
     assert leftovers(isolated) == []
     code, out, _ = create(capsys, "plan", "--spec", "minimal", *GPU, "--mirror", server.url, "--dry-run", "--json")
     data = json.loads(out)
     assert data["dry_run"] and {p["name"] for p in data["packages"]} >= {"python", "pytorch", "cuda-version"}
     assert data["download_bytes"] > 0 and "solve" in data["phases_s"]
+    assert any(v.startswith("__cuda=13.0") for v in data["virtual_packages"])
 
 
 @pytest.mark.parametrize("fault", ["404", "500", "corrupt", "truncate"])
