@@ -254,7 +254,8 @@ class RattlerEngine:
                                "pick an older release of that package, or set CONDA_OVERRIDE_GLIBC for another host")
         if kind == "GatewayError" or "could not find subdir" in text or "failed to fetch" in text.lower():
             return EngineError(f"could not read channel repodata: {text}",
-                               "check the channel or mirror URL and your network; a mirror may lack this channel")
+                               "check the network (or HTTPS_PROXY); behind a firewall use a mirror: --mirror tuna|ustc|"
+                               "bfsu|sjtu|nju|aliyun or --mirror https://your.mirror/conda; a mirror may lack this channel")
         return EngineError(f"the solver found no solution: {text}",
                            "relax the pins named above, or run `envkit detect` to see what this machine supports")
 
