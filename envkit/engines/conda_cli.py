@@ -18,7 +18,6 @@ from typing import Any
 
 from envkit import proc
 from envkit.errors import EngineError
-from envkit.locations import META_DIR
 from envkit.models import Machine, Selection
 from envkit.render.envfile import EnvFile
 from envkit.secrets import redact
@@ -86,8 +85,6 @@ def create_external(opts: Any, envfile: EnvFile, env_text: str, selection: Selec
                 tail = redact("\n".join(lines[-15:]))
                 raise EngineError(f"{opts.engine} failed (rc {done.returncode}): {what}\n{tail}", fix)
             if not opts.dry_run:
-                (prefix / META_DIR).mkdir(parents=True, exist_ok=True)
-                (prefix / META_DIR / "environment.yml").write_text(env_text, encoding="utf-8")
                 from envkit.create import _write_meta
 
                 _write_meta(prefix, opts, env_text, selection, machine, (), timer, cuda)
