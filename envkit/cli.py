@@ -359,6 +359,21 @@ def remove(name: str, yes: bool) -> None:
     output.plain(f"removed {prefix}")
 
 
+# Verbs kept in their own modules, registered here; each module imports only click at import time
+# and keeps heavy imports inside its commands, so `envkit --help` stays instant.
+# -- lock (issue 12) --
+
+
+# -- bundle and fleet (issue 13) --
+
+
+# -- shell, activate, deactivate, kernel (issue 14) --
+
+
+# -- doctor, completion (issue 15) --
+
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: the one place that turns EnvkitError into a message and an exit code."""
     code = _run(argv)
