@@ -183,3 +183,19 @@ def test_envkit_shell_in_a_pseudo_terminal(world: World, shell: str) -> None:
     finally:
         child.close()
     assert child.exitstatus == 3  # the shell's own exit code comes back: exit returns to the caller
+
+
+def test_envkit_shell_for_an_env_conda_made(world: World) -> None:
+    """Found by name in conda's envs folder; its package and state variables and .sh scripts apply."""
+    env = {**world.base, "SHELL": shutil.which("bash") or "/bin/bash"}
+    child = pexpect.spawn(str(ENVKIT), ["shell", "B"], env=env, encoding="utf-8", timeout=60, dimensions=(40, 200))
+    try:
+        child.expect_exact("(B) ")
+        child.sendline('echo "P=$CONDA_PREFIX V=$SHARED K=$PKG_VAR S=$B_SCRIPT U=${UNSET_ME-none}"')
+        child.expect(r"P=(/\S+) V=(\w+) K=(\w+) S=(\w+) U=(\w+)")
+        assert child.match.groups() == (str(world.b), "B", "pkg", "yes", "none")
+        child.sendline("exit")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 0
