@@ -122,5 +122,6 @@ def test_an_env_without_ipykernel_gets_no_kernel_and_a_clear_error(
     prefix = isolated / "envs" / "k"
     done = subprocess.run([str(prefix / "bin" / "python"), "-c",
                            f"import sys; sys.path.insert(0, {str(PAYLOAD)!r}); import amp_check; "
-                           "print(amp_check.recreate_command())"], capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == "envkit create k --force"
+                           "print(amp_check.recreate_command()); print(amp_check.recreate_command('--cuda 12.8'))"],
+                          capture_output=True, text=True, check=True)
+    assert done.stdout.split("\n")[:2] == ["envkit create k --force", "envkit create k --cuda 12.8 --force"]

@@ -27,15 +27,16 @@ MEMORY_BAR = 0.8
 CHECKS: list = []  # the report's checks, in the order they ran
 
 
-def recreate_command():
+def recreate_command(extra=""):
     """`envkit create` for this very env: its name when it sits in an envs folder, else with --prefix."""
     prefix = sys.prefix.rstrip("/")
+    options = (extra + " " if extra else "") + "--force"
     if not os.path.isdir(os.path.join(prefix, "conda-meta")):
-        return "envkit create NAME --force"
+        return "envkit create NAME %s" % options
     parent, name = os.path.split(prefix)
     if os.path.basename(parent) == "envs":
-        return "envkit create %s --force" % name
-    return "envkit create %s --prefix %s --force" % (name, prefix)
+        return "envkit create %s %s" % (name, options)
+    return "envkit create %s --prefix %s %s" % (name, prefix, options)
 
 
 def check(name, status, explanation, values=None, duration=0.0, device=None):
@@ -140,7 +141,7 @@ def check_driver(torch, info):
     build, drv = torch.version.cuda, driver.get("cuda")
     if drv and _ver(build)[0] > _ver(drv)[0]:
         reason = ("the build's CUDA %s is newer than the CUDA %s driver %s supports; update the driver or "
-                  "recreate with `envkit create NAME --cuda %s --force`" % (build, drv, driver.get("version"), drv))
+                  "recreate with `%s`" % (build, drv, driver.get("version"), recreate_command("--cuda %s" % drv)))
     if reason is None:
         try:
             torch.cuda.init()
