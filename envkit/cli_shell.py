@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
+from typing import Any
 
 import click
 
@@ -25,6 +27,26 @@ def _notes(notes: tuple[str, ...]) -> None:
 
     for note in notes:
         output.plain(f"envkit: note: {note}", err=True)
+
+
+def with_kernel(result: Any, name: str, *, skip: bool) -> Any:
+    """After `envkit create`: register the env as a Jupyter kernel when it has ipykernel; the outcome
+    is one more note of the result (a kernel that cannot be written never fails the create)."""
+    from dataclasses import replace
+
+    from envkit.kernel import after_create
+
+    note = after_create(result.prefix, name, skip)
+    return replace(result, notes=(*result.notes, note)) if note else result
+
+
+def forget_kernels(prefix: Path) -> None:
+    """`envkit remove`: the env's Jupyter kernelspecs go with it (only those envkit wrote)."""
+    from envkit import output
+    from envkit.kernel import unregister
+
+    for folder in unregister(prefix):
+        output.plain(f"removed its Jupyter kernel {folder.name} ({folder})")
 
 
 @click.command("activate")

@@ -51,7 +51,6 @@ class CreateOptions:
     force: bool = False
     no_verify: bool = False
     require_gpu: bool = False
-    no_kernel: bool = False  # issue 14: do not register a Jupyter kernel
     driver_version: str | None = None
     compute_capabilities: tuple[str, ...] = ()
     argv: tuple[str, ...] = ("envkit", "create")
@@ -441,7 +440,7 @@ def create_env(opts: CreateOptions, progress: Any = None, on_line: Any = None) -
         from envkit.engines.conda_cli import create_external
 
         result = create_external(opts, envfile, env_text, selection, machine, prefix, timer, notes, on_line)
-        return replace(result, changes=changes, notes=result.notes + _kernel_notes(opts, result.prefix))
+        return replace(result, changes=changes)
 
     from envkit.engines.rattler_engine import EngineSettings, RattlerEngine
 
@@ -511,15 +510,7 @@ def create_env(opts: CreateOptions, progress: Any = None, on_line: Any = None) -
             report = verify_env(prefix=str(prefix), timeout=opts.verify_timeout, quick=True)
     _update_meta_phases(prefix, timer)
     return CreateResult(prefix, packages, selection, machine, timer.phases, False, env_text, report,
-                        pip_installed, notes=tuple(notes) + _kernel_notes(opts, prefix), changes=changes)
-
-
-def _kernel_notes(opts: CreateOptions, prefix: Path) -> tuple[str, ...]:
-    """An env with ipykernel becomes a Jupyter kernel (issue 14); never fails the create."""
-    from envkit.kernel import after_create
-
-    note = None if opts.dry_run else after_create(prefix, opts.name, opts.no_kernel)
-    return (note,) if note else ()
+                        pip_installed, notes=tuple(notes), changes=changes)
 
 
 def _write_meta(prefix: Path, opts: CreateOptions, env_text: str, selection: Selection | None, machine: Machine,

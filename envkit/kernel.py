@@ -139,11 +139,11 @@ def unregister(prefix: Path | None, env_name: str | None = None) -> list[Path]:
     removed: list[Path] = []
     if not root.is_dir():
         return removed
-    target = str(prefix) if prefix is not None else None
+    target = os.path.realpath(prefix) if prefix is not None else None
     wanted = kernel_name(env_name) if env_name else None
     for folder in sorted(root.iterdir()):
         owner = _owner(folder) if folder.is_dir() else None
-        if owner is not None and (owner == target or folder.name == wanted):
+        if owner is not None and (os.path.realpath(owner) == target or folder.name == wanted):
             shutil.rmtree(folder)
             removed.append(folder)
     return removed

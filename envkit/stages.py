@@ -210,9 +210,6 @@ def remove_env(prefix: Path) -> None:
     trash = prefix.parent / f".envkit-staging.{prefix.name}.{os.getpid()}.{secrets.token_hex(4)}"
     prefix.rename(trash)
     shutil.rmtree(trash, ignore_errors=True)
-    from envkit.kernel import unregister
-
-    unregister(prefix)  # its Jupyter kernel goes with it (issue 14)
 
 
 def list_all() -> dict[str, Any]:

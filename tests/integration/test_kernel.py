@@ -79,8 +79,9 @@ def test_create_registers_a_kernel_jupyter_starts_and_remove_unregisters(
     # the summary's commands name the env itself
     assert "envkit shell k" in out and 'eval "$(envkit activate k)"' in out
     assert ("conda activate" in out) == (shutil.which("conda") is not None)  # offered only where conda exists
-    code, _out, err = run_cli(capsys, "remove", "k", "--yes")
+    code, out, err = run_cli(capsys, "remove", "k", "--yes")
     assert code == 0, err
+    assert "removed its Jupyter kernel envkit-k" in out
     assert "envkit-k" not in kernelspecs()
 
 
