@@ -68,7 +68,7 @@ def read_records(prefix: Path, config: dict[str, Any] | None = None) -> list[Con
             name, version, build = data["name"], str(data["version"]), str(data["build"])
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise ExportError(f"corrupt conda-meta record {path}: {exc}",
-                              f"repair or remove {path.name}, or recreate the env (envkit create {prefix.name} --force)") from exc
+                              f"repair or remove {path.name}, or recreate the env (envkit create NAME --force)") from exc
         raw_channel = str(data.get("channel") or "")
         url = _clean(str(data.get("url") or ""))
         subdir = str(data.get("subdir") or "")
