@@ -133,10 +133,11 @@ def next_steps(prefix: Path) -> list[tuple[str, str]]:
     except (EnvNotFoundError, UsageError):
         ref = str(prefix)
     quoted = ref if re.match(r"^[A-Za-z0-9._/-]+$", ref) else "'" + ref.replace("'", "'\\''") + "'"
-    activate = (f"envkit activate {quoted} | source" if shell_of(os.environ) == "fish"
-                else f'eval "$(envkit activate {quoted})"')
+    fish = shell_of(os.environ) == "fish"
+    activate = f"envkit activate {quoted} | source" if fish else f'eval "$(envkit activate {quoted})"'
+    undo = "envkit deactivate | source" if fish else 'eval "$(envkit deactivate)"'
     steps = [(f"envkit shell {quoted}", "a shell inside the env; exit returns here"),
-             (activate, "activate it in this shell; envkit deactivate undoes it")]
+             (activate, f"activate it in this shell; {undo} undoes it")]
     if conda_root() is not None:
         target = prefix.name if prefix.parent in conda_envs_dirs() else str(prefix)
         steps.append((f"conda activate {target}", "conda is installed here too"))
