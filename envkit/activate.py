@@ -1,7 +1,9 @@
 """What `conda activate` / `conda deactivate` do, as shell code: pure text generators.
 
-The rules follow conda's own activator (conda/activate.py, `_Activator._build_activate_stack`,
-`build_deactivate`, `_get_environment_env_vars`, `_get_activate_scripts`; conda 25/26):
+The rules follow conda's own activator (github.com/conda/conda, conda/activate.py as of commit
+0f64223, 2026-08: `_Activator._build_activate_stack`, `build_deactivate`, `_get_environment_env_vars`,
+`_get_activate_scripts`, `_replace_prefix_in_path`, `PosixActivator`/`FishActivator`; and
+conda/shell/etc/profile.d/conda.sh, conda/shell/etc/fish/conf.d/conda.fish for the prompt):
 
 * `PATH` gets `<prefix>/bin` in front; activating B over A replaces A's entry in place (no
   `--stack`), stacking puts B in front of A. Deactivating removes or swaps the entry back.
