@@ -114,4 +114,10 @@ def open_shell(prefix: Path, *, shell: str | None = None, notes_to: Callable[[st
         if notes_to is not None:
             for note in launch.notes:
                 notes_to(note)
-        return proc.run_interactive(launch.argv, env=launch.env)
+        try:
+            return proc.run_interactive(launch.argv, env=launch.env)
+        except OSError as exc:
+            from envkit.errors import EnvkitError
+
+            raise EnvkitError(f"cannot start {launch.argv[0]}: {exc.strerror or exc}",
+                              f"install {launch.kind}, or pick another with --shell bash|zsh|fish|sh") from exc

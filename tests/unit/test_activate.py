@@ -148,3 +148,13 @@ def test_subshell_launch_per_shell(tmp_path: Path) -> None:
     if shutil.which("bash"):
         odd = plan_launch(prefix, {**env, "SHELL": "/bin/tcsh"}, tmp_path, command=cmd)
         assert odd.kind == "bash" and "'/bin/tcsh'" in odd.notes[0]
+
+
+def test_a_missing_shell_is_an_envkit_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from envkit.errors import EnvkitError
+    from envkit.subshell import open_shell
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no zsh to be found
+    with pytest.raises(EnvkitError, match="cannot start zsh") as caught:
+        open_shell(tmp_path, shell="zsh")
+    assert "--shell" in (caught.value.hint or "")
