@@ -213,3 +213,30 @@ def test_pip_catalogue_from_a_loopback_index(capsys: pytest.CaptureFixture[str],
         assert (sel["torch"], sel["variant"], sel["torchvision"], sel["torchaudio"]) == \
             ("2.12.1", "cu130", "0.27.1", "2.11.0")
         assert sel["reasons"][0].startswith("catalogue: 127.0.0.1:")
+
+
+# -- the plan check after the solve ---------------------------------------------------------------------
+def test_plan_check_stops_a_solved_variant_that_differs_from_the_selection(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from testbed.channel import PY, PYTAG, python_pkg
+
+    channel = tmp_path / "cf"
+    # only a cuda129 build, whose cuda-version range also admits 13.0 (the real conda-forge shape)
+    pkgs = [python_pkg(), Pkg("pytorch", "2.13.0", f"cuda129_generic_{PYTAG}_h0_200", build_number=200,
+                              depends=[f"python >={PY},<{PY}.9999", "__cuda", "cuda-version >=12.9,<14"]),
+            *cuda_versions("12.9", "13.0")]
+    for pkg in pkgs:
+        build(pkg, channel)
+    index(channel)
+    args = ("create", "plan", "--spec", "minimal", "--cuda", "13.0", "--python", PY, "--channel", channel.as_uri(),
+            "--dry-run")
+    # static data (offline): cuda130 + cuda-version 13.0 selected; the solver finds cuda129 + cuda-version 13.0
+    code, _out, err = run_cli(capsys, *args, "--offline")
+    text = " ".join(err.split())
+    assert code == 1, err
+    assert f"the solved plan installs pytorch 2.13.0 cuda129_generic_{PYTAG}_h0_200 with cuda-version 13.0" in text
+    assert "but the selection was torch 2.13.0 cuda130 with cuda-version 13.0" in text and "Nothing was downloaded" in text
+    # with the catalogue read from the same channel, selection already knows cuda130 does not exist
+    code, out, err = run_cli(capsys, *args)
+    assert code == 0, err
+    assert "cuda129" in out
