@@ -11,17 +11,13 @@ I/O lives here; what the records mean is envkit/compat/catalogue.py (pure). Poli
 from __future__ import annotations
 
 import hashlib
-import html.parser
 import json
 import os
 import re
-import urllib.error
-import urllib.request
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from envkit.compat.catalogue import CONDA_NAMES, PIP_NAMES, Catalogue, Record, now_iso, python_of
 from envkit.render.mirrors import Mirror
@@ -179,8 +175,12 @@ def read_conda(flavor: str, channels: tuple[str, ...], *, mirror: Mirror | None 
     engine = RattlerEngine(settings)
     from rattler import Channel, Gateway, SourceConfig, Subdir
 
+    from envkit.config import load_file_config
+
+    # the same repodata, cache and sharded fetch the solve uses (rattler_engine.RattlerEngine.solve)
+    sharded = bool(load_file_config().get("sharded_repodata", True))
     gateway = Gateway(cache_dir=cache_root / "repodata", client=engine.client(),
-                      default_config=SourceConfig(sharded_enabled=False))
+                      default_config=SourceConfig(sharded_enabled=sharded))
 
     async def go() -> list[Any]:
         found = await gateway.query([Channel(u) for u in engine.sources], [Subdir(platform), Subdir("noarch")],
@@ -215,19 +215,10 @@ _WHEEL = re.compile(r"^(?P<name>[A-Za-z0-9_.]+)-(?P<version>[^-]+)(?:-\d[^-]*)?-
                     r"-(?P<plat>[^-]+)\.whl$")
 
 
-class _Links(html.parser.HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.files: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "a":
-            href = dict(attrs).get("href") or ""
-            self.files.append(href.split("#", 1)[0].rsplit("/", 1)[-1])
-
-
 def _fetch(url: str) -> tuple[str, str]:
     """(content type, body) of an index page; credentials from the vault as headers."""
+    import urllib.request
+
     real = VAULT.with_token(url)
     request = urllib.request.Request(real, headers={
         "Accept": "application/vnd.pypi.simple.v1+json, text/html;q=0.1",
@@ -240,9 +231,18 @@ def parse_project_page(content_type: str, body: str) -> list[str]:
     """File names on a PEP 691 JSON or PEP 503 HTML project page."""
     if "json" in content_type:
         return [str(f.get("filename", "")) for f in json.loads(body).get("files", [])]
-    parser = _Links()
-    parser.feed(body)
-    return parser.files
+    import html.parser
+
+    files: list[str] = []
+
+    class Links(html.parser.HTMLParser):
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            if tag == "a":
+                href = dict(attrs).get("href") or ""
+                files.append(unquote(href.split("#", 1)[0].rsplit("/", 1)[-1]))  # %2B is the '+' of +cu130
+
+    Links().feed(body)
+    return files
 
 
 def wheel_record(filename: str, variant: str) -> Record | None:
@@ -263,6 +263,9 @@ def wheel_record(filename: str, variant: str) -> Record | None:
 
 def read_pip(base: str, variants: tuple[str, ...] = PIP_VARIANTS) -> Catalogue:
     """<base>/<variant>/<project>/ for torch, torchvision, torchaudio (in parallel; a missing page = none)."""
+    import urllib.error
+    from concurrent.futures import ThreadPoolExecutor
+
     if "://" in base:
         base = VAULT.split(base).rstrip("/")
     jobs = [(v, p) for v in variants for p in PIP_NAMES]
