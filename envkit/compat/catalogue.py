@@ -248,10 +248,13 @@ def merge(data: CompatData, flavor: str, catalogue: Catalogue, pin: str | None =
     notes: dict[str, tuple[str, ...]] = {}
     missing: dict[str, str] = {}
     where = catalogue.source
+    newest_known = max((Version(r.minor) for r in static), default=Version("0"))
     for minor, group in by_minor.items():
         newest = max(group, key=lambda r: Version(r.version)).version
         files = [r for r in group if r.version == newest]
         base = next((r for r in static if r.minor == minor), None)
+        if base is None and Version(minor) < newest_known:
+            continue  # an old release the static rules do not cover: no arch lists to judge it by
         extra: list[str] = []
         builds: list[Build] = []
         by_cuda: dict[str, set[str | None]] = {}

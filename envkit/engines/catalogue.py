@@ -132,9 +132,11 @@ def obtain(flavor: str, *, mode: str = "auto", mirror: Mirror | None = None, mir
             return Obtained(cached, cached.describe() + "; the last read failed less than 10 min ago")
         return Obtained(None, "static data (no catalogue available: the last read failed less than 10 min ago; "
                               "--refresh retries now)")
+    from envkit.errors import EnvkitError
+
     try:
         fresh = read()
-    except CatalogueError as exc:
+    except (CatalogueError, EnvkitError) as exc:
         _mark_failed(path, True)
         if cached is not None:
             return Obtained(cached, f"{cached.describe()}; reading it again failed: {exc}")
