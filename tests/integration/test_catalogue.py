@@ -240,3 +240,19 @@ def test_plan_check_stops_a_solved_variant_that_differs_from_the_selection(
     code, out, err = run_cli(capsys, *args)
     assert code == 0, err
     assert "cuda129" in out
+
+
+def test_create_reads_the_catalogue_through_the_mirror_it_installs_from(
+        capsys: pytest.CaptureFixture[str], server: ChannelServer, isolated: Path) -> None:
+    import json
+
+    from testbed.channel import PY
+
+    code, _out, err = run_cli(capsys, "create", "cat", "--spec", "minimal", "--cuda", "13.0", "--python", PY,
+                              "--mirror", server.url, "--no-verify")
+    assert code == 0, err
+    created = json.loads((isolated / "envs" / "cat" / ".envkit" / "create.json").read_text())
+    reasons = created["selection"]["reasons"]
+    assert reasons[0].startswith(f"catalogue: conda-forge via custom mirror {server.url}, read ")
+    assert created["selection"]["variant"] == "cuda130"
+    assert server.hits("/conda-forge/linux-64/repodata.json")  # read through the mirror, not conda.anaconda.org
