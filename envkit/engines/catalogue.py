@@ -192,7 +192,8 @@ def read_conda(flavor: str, channels: tuple[str, ...], *, mirror: Mirror | None 
     try:
         raw = asyncio.run(go())
     except Exception as exc:  # GatewayError and friends: the caller falls back to the cache or static data
-        raise CatalogueError(_short(redact(str(exc)))) from None
+        where = ", ".join(redact(engine._mirror_map.get(u, u)) for u in engine.sources)
+        raise CatalogueError(f"cannot read {where}: {_short(redact(str(exc)))}") from None
     records = tuple(Record(
         name=r.name.normalized, version=str(r.version), build=str(r.build), subdir=str(r.subdir),
         python=python_of(str(r.build), [str(d) for d in r.depends]) if str(r.subdir) != "noarch" else None,
@@ -204,12 +205,9 @@ def read_conda(flavor: str, channels: tuple[str, ...], *, mirror: Mirror | None 
 
 def _short(text: str) -> str:
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    reason = lines[-1] if lines else "unknown error"
-    network = re.search(r"(dns error|Connection refused|Network is unreachable|timed out|error sending request"
-                        r"|No such file or directory|404|403|401|500|503)", text, re.I)
-    if network and network.group(1) not in reason:
-        reason = f"{network.group(1)}: {reason}"
-    return reason[:300]
+    reason = (lines[-1] if lines else "unknown error").removeprefix("Caused by:").strip()
+    reason = re.sub(r"^error sending request(?: for url \([^)]*\))?:?\s*(Caused by:\s*)?", "", reason)
+    return reason[:300] or "unknown error"
 
 
 # -- pip: PEP 691 JSON, PEP 503 HTML fallback -------------------------------------------------------

@@ -6,6 +6,7 @@ Each test builds a small conda-forge-shaped channel (real packages, indexed by r
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -256,3 +257,22 @@ def test_create_reads_the_catalogue_through_the_mirror_it_installs_from(
     assert reasons[0].startswith(f"catalogue: conda-forge via custom mirror {server.url}, read ")
     assert created["selection"]["variant"] == "cuda130"
     assert server.hits("/conda-forge/linux-64/repodata.json")  # read through the mirror, not conda.anaconda.org
+
+
+@pytest.mark.parametrize("auth", ["basic", "token"])
+def test_catalogue_behind_an_authenticated_mirror_keeps_secrets_out_of_the_cache(
+        capsys: pytest.CaptureFixture[str], mirror: tuple[Path, ChannelServer], auth: str) -> None:
+    root, srv = mirror
+    publish(root, [torch_pkg("2.12.1", "13.0"), *cuda_versions("13.0")])
+    st = srv.state
+    st.auth = auth
+    host = srv.url.split("://", 1)[1]
+    url = f"http://{st.user}:{st.password}@{host}" if auth == "basic" else f"http://{host}/t/{st.token}"
+    code, out, err = run_cli(capsys, "detect", "--json", *H200, "--mirror", url)
+    assert code == 0, err
+    sel = json.loads(out)["selection"]
+    assert sel["torch"] == "2.12.1" and sel["reasons"][0].startswith("catalogue: conda-forge via custom mirror")
+    cache = Path(os.environ["ENVKIT_CACHE_DIR"]) / "catalogue"
+    text = "".join(p.read_text() for p in cache.glob("*.json"))
+    assert text and st.password not in text and st.token not in text
+    assert st.password not in out + err and st.token not in out + err

@@ -67,3 +67,24 @@ def test_merge_keeps_only_what_exists() -> None:
     sel = select(H200, Request(), catalogue=cat, source_note=cat.describe())
     assert (sel.torch, sel.variant, sel.python) == ("2.12.1", "cuda129", "3.12")
     assert sel.reasons[0] == "catalogue: conda-forge via lagging, read 2026-11-30 09:12 UTC"
+
+
+def test_plan_check_on_the_legacy_channel_names_both_sides() -> None:
+    from types import SimpleNamespace
+
+    from envkit.create import plan_guard
+    from envkit.errors import PlanGuardError
+
+    sel = select(Machine(Driver("550.54.15", "12.4", "nvml"), (Gpu(0, "L4", "8.9"),)), Request(flavor="pytorch"))
+    assert sel.variant == "pytorch-cuda=12.4"
+
+    def pkg(name: str, version: str, build: str) -> SimpleNamespace:
+        return SimpleNamespace(name=name, version=version, build=build, depends=())
+
+    good = [pkg("pytorch", "2.5.1", "py3.12_cuda12.4_cudnn9.1.0_0"), pkg("pytorch-cuda", "12.4", "hc786d27_7")]
+    plan_guard(sel, good, ["pytorch=2.5.1"])
+    bad = [pkg("pytorch", "2.5.1", "py3.12_cuda12.1_cudnn9.1.0_0"), pkg("pytorch-cuda", "12.1", "h0_7")]
+    with pytest.raises(PlanGuardError) as err:
+        plan_guard(sel, bad, ["pytorch=2.5.1"])
+    assert "pytorch 2.5.1 py3.12_cuda12.1_cudnn9.1.0_0 with pytorch-cuda 12.1" in err.value.message
+    assert "pytorch-cuda 12.4" in err.value.message and "pytorch-cuda=12.4" in (err.value.hint or "")
