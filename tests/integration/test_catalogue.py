@@ -276,3 +276,12 @@ def test_catalogue_behind_an_authenticated_mirror_keeps_secrets_out_of_the_cache
     text = "".join(p.read_text() for p in cache.glob("*.json"))
     assert text and st.password not in text and st.token not in text
     assert st.password not in out + err and st.token not in out + err
+
+
+def test_legacy_pytorch_channel_catalogue(capsys: pytest.CaptureFixture[str], server: ChannelServer) -> None:
+    code, data = cli_json(capsys, "detect", "--json", "--driver-version", "550.54.15", "--compute-capability", "8.9",
+                          "--flavor", "pytorch", "--mirror", server.url)
+    assert code == 0, data
+    sel = data["selection"]
+    assert (sel["torch"], sel["variant"], sel["torchvision"]) == ("2.5.1", "pytorch-cuda=12.4", "0.20.1")
+    assert sel["reasons"][0].startswith(f"catalogue: pytorch via custom mirror {server.url}, read ")
