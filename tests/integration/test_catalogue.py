@@ -285,3 +285,21 @@ def test_legacy_pytorch_channel_catalogue(capsys: pytest.CaptureFixture[str], se
     sel = data["selection"]
     assert (sel["torch"], sel["variant"], sel["torchvision"]) == ("2.5.1", "pytorch-cuda=12.4", "0.20.1")
     assert sel["reasons"][0].startswith(f"catalogue: pytorch via custom mirror {server.url}, read ")
+
+
+def test_unreachable_mirror_falls_back_fast_and_is_not_retried_at_once(capsys: pytest.CaptureFixture[str],
+                                                                       tmp_path: Path) -> None:
+    import socket
+    import time
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()  # nothing listens there now: every connection is refused
+    start = time.perf_counter()
+    code, data = cli_json(capsys, "detect", "--json", *H200, "--mirror", f"http://127.0.0.1:{port}")
+    assert code == 0 and time.perf_counter() - start < 5
+    first = data["selection"]["reasons"][0]
+    assert first.startswith(f"static data (no catalogue available: cannot read http://127.0.0.1:{port}/conda-forge")
+    code, data = cli_json(capsys, "detect", "--json", *H200, "--mirror", f"http://127.0.0.1:{port}")
+    assert "the last read failed less than 10 min ago" in data["selection"]["reasons"][0]
