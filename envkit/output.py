@@ -78,6 +78,23 @@ def print_detect(result: DetectResult) -> None:
         print_selection(result.selection, con)
 
 
+def print_catalogue(table: dict[str, Any]) -> None:
+    """`envkit detect --catalogue`: one table per flavor, torch x CUDA variant, usable or why not."""
+    from rich.table import Table
+
+    con = console()
+    for block in table["flavors"]:
+        con.print(f"[bold]{esc(block['flavor'])}[/]  [dim]{esc(block['source'])}[/]")
+        grid = Table(show_edge=False)
+        for col in ("torch", "variant", "python", "usable", "why"):
+            grid.add_column(col)
+        for row in block["offers"]:
+            pys = row["python"]
+            grid.add_row(row["torch"], row["variant"] or "-", f"{pys[0]}-{pys[-1]}" if pys else "-",
+                         "[green]yes[/]" if row["usable"] else "[red]no[/]", esc(str(row["why"])))
+        con.print(grid)
+
+
 def print_selection(sel: Selection, con: Any | None = None) -> None:
     con = con or console()
     build = f"CUDA {sel.cuda} ({sel.variant})" if sel.cuda else "[yellow]CPU only[/]"

@@ -57,20 +57,67 @@ class Rendered:
     spec_name: str | None = None
 
 
+@dataclass(frozen=True)
+class CatalogueChoice:
+    """Where selection learns what exists: the policy (auto | offline | refresh) and the sources."""
+
+    mode: str = "auto"
+    mirror: str | None = None  # --mirror value (profile name or URL)
+    channels: tuple[str, ...] = ()  # --channel URLs replace the flavor's channels
+    index_base: str | None = None  # ENVKIT_PYTORCH_INDEX / config pytorch_index
+
+
+DEFAULT_CATALOGUE = CatalogueChoice()
+
+
+def obtain_catalogue(flavor: str, choice: CatalogueChoice) -> Any:
+    """The live (or cached) catalogue for a flavor, or None with the reason the static data stands in."""
+    from envkit.config import load_file_config
+    from envkit.engines.catalogue import obtain
+    from envkit.render import mirrors
+
+    config = load_file_config().data
+    mirror = mirrors.resolve(choice.mirror, config)
+    index_base = choice.index_base or os.environ.get("ENVKIT_PYTORCH_INDEX") or config.get("pytorch_index")
+    channels: tuple[str, ...] = ()
+    if choice.channels and flavor != "pip":
+        channels = tuple(mirrors.canonical_channel(c, config) if mirror else c for c in choice.channels)
+    return obtain(flavor, mode=choice.mode, mirror=mirror, mirror_value=choice.mirror, channels=channels,
+                  index_base=index_base)
+
+
+def catalogue_table(machine: Machine, request: Request, choice: CatalogueChoice,
+                    flavors: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """`envkit detect --catalogue`: per flavor, what its catalogue offers and whether it fits this machine."""
+    from envkit import output
+    from envkit.compat.select import offers
+    from envkit.models import FLAVORS
+
+    result: dict[str, Any] = {"machine": output.machine_json(machine), "flavors": []}
+    for flavor in flavors or FLAVORS:
+        obtained = obtain_catalogue(flavor, choice)
+        rows = offers(machine, replace(request, flavor=flavor), obtained.catalogue)
+        result["flavors"].append({"flavor": flavor, "source": obtained.note, "offers": rows})
+    return result
+
+
 def detect_and_select(request: Request, *, driver_version: str | None = None,
-                      compute_capabilities: tuple[str, ...] = (), python_candidates: list[str | None] | None = None
-                      ) -> tuple[Machine, Selection]:
-    """detect() then select(); a spec's Python range is tried in order of preference."""
+                      compute_capabilities: tuple[str, ...] = (), python_candidates: list[str | None] | None = None,
+                      catalogue: CatalogueChoice = DEFAULT_CATALOGUE) -> tuple[Machine, Selection]:
+    """detect() then select() against what the flavor's channels publish; a spec's Python range is
+    tried in order of preference."""
     from envkit.compat.select import select
     from envkit.detect import detect
     from envkit.errors import SelectionError
 
     machine = detect(driver_version=driver_version, compute_capabilities=compute_capabilities, cuda=request.cuda)
+    obtained = obtain_catalogue(request.flavor, catalogue)
     candidates = python_candidates or [request.python]
     first_error: SelectionError | None = None
     for python in candidates:
         try:
-            return machine, select(machine, replace(request, python=python))
+            return machine, select(machine, replace(request, python=python), catalogue=obtained.catalogue,
+                                   source_note=obtained.note)
         except SelectionError as exc:
             first_error = first_error or exc
     assert first_error is not None
@@ -89,7 +136,7 @@ def _with_index(selection: Selection, base: str | None) -> Selection:
 
 
 def _nearest_torch(req: Request, driver_version: str | None, compute_capabilities: tuple[str, ...],
-                   error: Exception) -> tuple[Machine, Selection]:
+                   error: Exception, catalogue: CatalogueChoice = DEFAULT_CATALOGUE) -> tuple[Machine, Selection]:
     """Newer releases first (closest first), then older ones: stay as near the file's torch as possible."""
     from packaging.version import Version
 
@@ -103,7 +150,7 @@ def _nearest_torch(req: Request, driver_version: str | None, compute_capabilitie
     for minor in newer + older:
         try:
             return detect_and_select(replace(req, torch=minor), driver_version=driver_version,
-                                     compute_capabilities=compute_capabilities)
+                                     compute_capabilities=compute_capabilities, catalogue=catalogue)
         except SelectionError:
             continue
     raise error
@@ -111,7 +158,8 @@ def _nearest_torch(req: Request, driver_version: str | None, compute_capabilitie
 
 def render_env(*, spec: str | None = None, from_file: Path | None = None, name: str | None = None,
                request: Request = DEFAULT_REQUEST, flavor_given: bool = False, mirror: str | None = None,
-               driver_version: str | None = None, compute_capabilities: tuple[str, ...] = ()) -> Rendered:
+               driver_version: str | None = None, compute_capabilities: tuple[str, ...] = (),
+               catalogue_mode: str = "auto", channels: tuple[str, ...] = ()) -> Rendered:
     """A spec (or a colleague's file) + this machine -> environment.yml text."""
     from envkit.config import load_file_config
     from envkit.locations import check_name
@@ -121,6 +169,7 @@ def render_env(*, spec: str | None = None, from_file: Path | None = None, name: 
     config = load_file_config().data
     profile = mirrors.resolve(mirror, config)
     index_base = os.environ.get("ENVKIT_PYTORCH_INDEX") or config.get("pytorch_index")
+    choice = CatalogueChoice(catalogue_mode, mirror, channels, index_base)
     if from_file is not None:
         from envkit.render.adapt import adapt, parse_file, request_from
 
@@ -131,12 +180,12 @@ def render_env(*, spec: str | None = None, from_file: Path | None = None, name: 
         fallback: list[str] = []
         try:
             machine, selection = detect_and_select(req, driver_version=driver_version,
-                                                   compute_capabilities=compute_capabilities)
+                                                   compute_capabilities=compute_capabilities, catalogue=choice)
         except SelectionError as exc:
             if request.torch is not None or req.torch is None:
                 raise
             # the colleague's torch does not fit this machine: take the nearest release that does, loudly
-            machine, selection = _nearest_torch(req, driver_version, compute_capabilities, exc)
+            machine, selection = _nearest_torch(req, driver_version, compute_capabilities, exc, choice)
             fallback.append(f"torch {req.torch} (from the file) does not fit this machine ({exc.message}); "
                             f"using torch {selection.torch} instead (pin another with --torch)")
         selection = _with_index(selection, index_base)
@@ -151,7 +200,7 @@ def render_env(*, spec: str | None = None, from_file: Path | None = None, name: 
         request = replace(request, flavor=env_spec.flavor)
     machine, selection = detect_and_select(
         request, driver_version=driver_version, compute_capabilities=compute_capabilities,
-        python_candidates=python_candidates(env_spec.python, request.python))
+        python_candidates=python_candidates(env_spec.python, request.python), catalogue=choice)
     selection = _with_index(selection, index_base)
     envfile = build_envfile(env_spec, selection, machine, name=check_name(name or env_spec.name), mirror=profile)
     return Rendered(envfile.render(), envfile, selection, machine, (), env_spec.name)
