@@ -89,4 +89,4 @@ def completion(shell: str) -> None:
 
     cls = get_completion_class(shell)
     assert cls is not None  # SHELLS are the ones click ships
-    click.echo(cls(cli, {}, "envkit", COMPLETE_VAR).source())
+    click.echo(cls(cli, {}, "envkit", COMPLETE_VAR).source(), nl=False)  # byte for byte what click prints
