@@ -418,6 +418,39 @@ def check_torch_copies(facts: Facts, copies: Sequence[TorchCopy], loaded: TorchC
     return Finding("torch-copies", OK, f"one torch: {only.source} {only.version} ({only.detail})")
 
 
+def _user_site_first(facts: Facts, environ: Mapping[str, str]) -> bool:
+    """site.py adds the user site before the prefix's site-packages, except in a venv (pyvenv.cfg:
+    after the venv's own, or not at all) and with PYTHONNOUSERSITE (Python docs, `site`)."""
+    if environ.get("PYTHONNOUSERSITE"):
+        return False
+    return not (facts.prefix / "pyvenv.cfg").is_file()
+
+
+def check_torch_shadow(facts: Facts, environ: Mapping[str, str]) -> Finding:
+    """A torch on PYTHONPATH or in the user site comes before the env's site-packages (Python docs, site)."""
+    shadows: list[str] = []
+    fixes: list[str] = []
+    entries = [e for e in environ.get("PYTHONPATH", "").split(os.pathsep) if e]
+    bad = [e for e in entries if os.path.isfile(os.path.join(e, "torch", "__init__.py"))]
+    if bad:
+        shadows.append("PYTHONPATH: " + ", ".join(f"{e}/torch" for e in bad))
+        keep = os.pathsep.join(e for e in entries if e not in bad)
+        fixes.append(f"export PYTHONPATH={keep}" if keep else "unset PYTHONPATH")
+    if facts.python and _user_site_first(facts, environ):
+        base = environ.get("PYTHONUSERBASE") or os.path.join(os.path.expanduser("~"), ".local")
+        user = Path(base) / "lib" / f"python{facts.python}" / "site-packages"
+        if (user / "torch" / "__init__.py").is_file():
+            vp = _version_py(user)
+            shadows.append(f"the user site {user}/torch" + (f" ({vp[0]})" if vp and vp[0] else "")
+                           + " (pip install --user)")
+            fixes.append(f"export PYTHONNOUSERSITE=1  (or remove that copy: {_py(facts)} -m pip uninstall -y torch "
+                         "takes the first torch on sys.path, the user-site one)")
+    if not shadows:
+        return Finding("torch-shadow", OK, "no torch on PYTHONPATH or in the user site ahead of the env's")
+    return Finding("torch-shadow", PROBLEM, "`import torch` in this env loads a torch from outside it: "
+                   + "; ".join(shadows), " && ".join(fixes))
+
+
 def check_torch_build(facts: Facts, loaded: TorchCopy | None, machine: Machine) -> Finding:
     """CPU build on a GPU machine; build CUDA newer than the driver (NVIDIA CUDA compatibility guide)."""
     from packaging.version import Version
@@ -767,6 +800,7 @@ def diagnose(prefix: Path, machine: Machine, *, environ: Mapping[str, str] | Non
     findings = [
         check_python(facts),
         check_torch_copies(facts, copies, imported, why),
+        check_torch_shadow(facts, env),
         check_torch_build(facts, loaded, machine),
         check_gpu_arch(facts, loaded, machine),
         check_made_for(facts, machine),

@@ -109,6 +109,9 @@ def test_pip_torch_over_conda_torch_and_mismatched_nvidia_libs(capsys: pytest.Ca
     assert copies["status"] == "problem"
     assert "conda pytorch 2.13.0" in copies["found"] and "pip torch 2.14.1+cu130" in copies["found"]
     assert "loads the pip one" in copies["found"]
+    loaded = subprocess.run([str(prefix / "bin" / "python"), "-c", "import torch; print(torch.STANDIN)"],
+                            capture_output=True, text=True, check=True)
+    assert loaded.stdout.strip() == "True"  # pip's wheel; conda's copy says 'conda': doctor told the truth
     assert copies["fix"].startswith(f"{prefix}/bin/python -m pip uninstall -y torch && envkit create twice")
     files = finding(report, "files")
     assert files["status"] == "problem" and "pytorch:" in files["found"] and "pip install torch replaced" in files["found"]
@@ -116,6 +119,43 @@ def test_pip_torch_over_conda_torch_and_mismatched_nvidia_libs(capsys: pytest.Ca
     libs = finding(report, "nvidia-pip-libs")
     assert libs["status"] == "problem" and "nvidia-cuda-runtime-cu12 12.4.127 (CUDA 12.x" in libs["found"]
     assert libs["fix"] == f"{prefix}/bin/python -m pip uninstall -y nvidia-cuda-runtime-cu12"
+
+
+def test_torch_from_the_user_site_or_pythonpath_shadows_the_envs(capsys: pytest.CaptureFixture[str], bed: Path,
+                                                                 srv: ChannelServer, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    prefix = make_env(capsys, bed, "shadow")
+    python = str(prefix / "bin" / "python")
+    user_site = Path.home() / ".local" / "lib" / f"python{PY}" / "site-packages"
+    pip(prefix, "--target", str(user_site), "--index-url", f"{srv.url}/whl/cu130", "torch==2.14.1+cu130")
+    # the venv-shaped stand-in puts the user site after its own site-packages: no shadow, and doctor agrees
+    cfg = prefix / "pyvenv.cfg"
+    cfg.write_text(cfg.read_text().replace("include-system-site-packages = false", "include-system-site-packages = true"))
+    loaded = subprocess.run([python, "-c", "import torch; print(torch.__file__)"], capture_output=True, text=True,
+                            check=True)
+    assert loaded.stdout.strip() == str(prefix / SITE / "torch" / "__init__.py")
+    assert finding(doctor(capsys, "shadow", *H200)[1], "torch-shadow")["status"] == "ok"
+    # a conda env has no pyvenv.cfg, and its python puts ~/.local/lib/pythonX.Y/site-packages first
+    cfg.unlink()
+    code, report = doctor(capsys, "shadow", *H200)
+    assert code == 5
+    shadow = finding(report, "torch-shadow")
+    assert shadow["status"] == "problem" and f"the user site {user_site}/torch" in shadow["found"]
+    assert shadow["fix"].startswith("export PYTHONNOUSERSITE=1")
+    monkeypatch.setenv("PYTHONNOUSERSITE", "1")
+    assert finding(doctor(capsys, "shadow", *H200)[1], "torch-shadow")["status"] == "ok"
+    # PYTHONPATH comes before everything: proven with the env's python, then found by doctor
+    cfg.write_text(f"home = {Path(python).resolve().parent}\ninclude-system-site-packages = false\n")
+    elsewhere = tmp_path / "src"
+    (elsewhere / "torch").mkdir(parents=True)
+    (elsewhere / "torch" / "__init__.py").write_text("")
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}:{elsewhere}")
+    loaded = subprocess.run([python, "-c", "import torch; print(torch.__file__)"], capture_output=True, text=True,
+                            check=True)
+    assert loaded.stdout.strip() == str(elsewhere / "torch" / "__init__.py")
+    shadow = finding(doctor(capsys, "shadow", *H200)[1], "torch-shadow")
+    assert shadow["status"] == "problem" and f"PYTHONPATH: {elsewhere}/torch" in shadow["found"]
+    assert shadow["fix"] == f"export PYTHONPATH={tmp_path}"
 
 
 def test_cpu_build_on_a_gpu_machine(capsys: pytest.CaptureFixture[str], bed: Path) -> None:
