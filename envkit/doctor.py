@@ -356,6 +356,12 @@ def _py(facts: Facts) -> str:
     return str(facts.prefix / "bin" / "python")
 
 
+def _driver_text(version: Any) -> str:
+    """580.65.6 (a parsed Version) -> 580.65.06, as NVIDIA writes driver versions."""
+    parts = [int(p) for p in str(version).split(".")]
+    return ".".join([str(parts[0]), *(f"{p:02d}" for p in parts[1:])])
+
+
 def _gpu_machine(machine: Machine) -> bool:
     drv = machine.driver
     return bool(drv and drv.cuda and not machine.gpus_hidden and (machine.gpus or not machine.gpus_known))
@@ -481,7 +487,7 @@ def check_torch_build(facts: Facts, loaded: TorchCopy | None, machine: Machine) 
     if build <= have:
         return Finding("torch-build", OK, f"{what} <= CUDA {drv.cuda} that driver {drv.version} supports")
     data = load()
-    needed = next((str(m) for c, m, _s in data.driver_cuda if Version(c) == Version(f"{build.major}.{build.minor}")),
+    needed = next((_driver_text(m) for c, m, _s in data.driver_cuda if Version(c) == Version(f"{build.major}.{build.minor}")),
                   None)
     floor = data.minor_compat_floor.get(build.major)
     cmd, why_not = _install_cmd(facts, loaded, machine)
@@ -490,7 +496,7 @@ def check_torch_build(facts: Facts, loaded: TorchCopy | None, machine: Machine) 
     if build.major == have.major and floor is not None and driver_version(drv.version) >= floor:
         return Finding("torch-build", WARN,
                        f"{what} is newer than CUDA {drv.cuda} of driver {drv.version}; it runs through NVIDIA "
-                       f"minor version compatibility (CUDA {build.major}.x needs >= {floor}) with a reduced "
+                       f"minor version compatibility (CUDA {build.major}.x needs >= {_driver_text(floor)}) with a reduced "
                        "feature set (no PTX JIT)", fix)
     return Finding("torch-build", PROBLEM,
                    f"{what} needs a driver for CUDA {loaded.cuda}, but driver {drv.version} supports CUDA "

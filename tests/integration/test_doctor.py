@@ -180,11 +180,30 @@ def test_build_newer_than_the_driver_made_for_another_machine(capsys: pytest.Cap
     assert code == 5
     build = finding(report, "torch-build")
     assert build["status"] == "problem" and "driver 550.54.15 supports CUDA 12.4" in build["found"]
-    assert "'cuda-version=12.9'" in build["fix"] and "update the NVIDIA driver to >= 580" in build["fix"]
+    assert "'cuda-version=12.9'" in build["fix"] and "update the NVIDIA driver to >= 580.65.06)" in build["fix"]
     made = finding(report, "made-for")
     assert made["status"] == "warn" and "made for a different machine" in made["found"]
     assert "driver 580.65.06" in made["found"] and "envkit selects CUDA 12.9" in made["found"]
     assert made["fix"] == f"envkit create copied --file {bed / 'env.yml'} --force"
+
+
+def test_minor_version_compatibility_is_a_warning(capsys: pytest.CaptureFixture[str], bed: Path, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    file = tmp_path / "cu126.yml"
+    file.write_text(f"name: cu126\nchannels:\n  - {(bed / 'conda-forge').as_uri()}\ndependencies:\n"
+                    f"  - python={PY}\n  - pytorch=2.13.0=cuda126*\n  - cuda-version=12.6\n")
+    monkeypatch.setenv("CONDA_OVERRIDE_CUDA", "12.6")
+    code, _out, err = run_cli(capsys, "create", "cu126", "--file", str(file), "--no-adapt", "--no-verify", "-q")
+    assert code == 0, err
+    monkeypatch.delenv("CONDA_OVERRIDE_CUDA")
+    # driver 525.60.13 reports CUDA 12.0 and meets the 12.x minor-version-compatibility floor
+    code, report = doctor(capsys, "cu126", "--driver-version", "525.60.13", "--compute-capability", "9.0")
+    build = finding(report, "torch-build")
+    assert build["status"] == "warn" and "minor version compatibility (CUDA 12.x needs >= 525.60.13)" in build["found"]
+    assert "update the NVIDIA driver to >= " in build["fix"]
+    # below the floor it is a problem
+    code, report = doctor(capsys, "cu126", "--driver-version", "520.61.05", "--compute-capability", "9.0")
+    assert code == 5 and finding(report, "torch-build")["status"] == "problem"
 
 
 def test_gpu_arch_missing_from_the_build(capsys: pytest.CaptureFixture[str], bed: Path) -> None:
