@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import FIXTURES, run_cli
+from helpers import FIXTURES, FakeGpu, FakeNVML, run_cli
 from testbed.channel import PY
 from testbed.doctorbed import build_doctor_bed
 from testbed.server import ChannelServer
@@ -204,6 +204,19 @@ def test_minor_version_compatibility_is_a_warning(capsys: pytest.CaptureFixture[
     # below the floor it is a problem
     code, report = doctor(capsys, "cu126", "--driver-version", "520.61.05", "--compute-capability", "9.0")
     assert code == 5 and finding(report, "torch-build")["status"] == "problem"
+
+
+def test_the_real_machine_comes_from_detect(capsys: pytest.CaptureFixture[str], bed: Path,
+                                            fake_nvml: FakeNVML) -> None:
+    """No simulation flags: NVML (faked at its import seam) reports an RTX 5090 on a CUDA 12.8 driver."""
+    make_env(capsys, bed, "nvml")  # made where the (fake) NVML reports driver 580.159.04, CUDA 13.0
+    fake_nvml.driver, fake_nvml.cuda_int = "570.86.10", 12080
+    fake_nvml.gpus = [FakeGpu("NVIDIA GeForce RTX 5090", (12, 0))]
+    code, report = doctor(capsys, "nvml")
+    assert code == 5 and "driver 570.86.10 (CUDA 12.8, nvml)" in report["machine"]
+    build = finding(report, "torch-build")
+    assert build["status"] == "problem" and "driver 570.86.10 supports CUDA 12.8" in build["found"]
+    assert "'cuda-version=12.9'" in build["fix"]  # CUDA 12.9 carries sm_120 and runs on 570 (minor version compat)
 
 
 def test_gpu_arch_missing_from_the_build(capsys: pytest.CaptureFixture[str], bed: Path) -> None:

@@ -171,3 +171,60 @@ def test_a_python_without_venv_says_what_to_install(tmp_path: Path) -> None:
     assert "cannot create a virtual environment" in done.stderr and "sudo apt install python3-venv" in done.stderr
     assert "install pipx or uv" in done.stderr
     assert not (tmp_path / ".local/share/envkit").exists()
+
+
+@pytest.mark.slow
+def test_readme_install_inside_a_conda_env(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A conda env made from the test bed (python + pip), activated the way `conda activate` does."""
+    from helpers import run_cli
+    from testbed.channel import PY
+    from testbed.doctorbed import build_doctor_bed
+
+    bed = build_doctor_bed(tmp_path / "bed")
+    file = tmp_path / "env.yml"
+    file.write_text(f"name: tools\nchannels:\n  - {(bed / 'conda-forge').as_uri()}\ndependencies:\n"
+                    f"  - python={PY}\n  - pip\n")
+    code, _out, err = run_cli(capsys, "create", "tools", "--file", str(file), "--no-adapt", "--no-verify", "-q")
+    assert code == 0, err
+    from envkit.locations import find_prefix
+
+    prefix = find_prefix("tools", None)
+    wheels = wheelhouse_for(str(prefix / "bin" / "python"))
+    home = tmp_path / "home"
+    home.mkdir()
+    env = user_env(home, wheels, f"{prefix}/bin:{SYSTEM_PATH}")
+    env.update(CONDA_PREFIX=str(prefix), CONDA_DEFAULT_ENV="tools", CONDA_SHLVL="1")
+    done = run(readme_install_command(), env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"into the active env {prefix}" in done.stdout
+    assert (prefix / "bin/envkit").exists() and not (home / ".local").exists()
+    assert run("envkit --help", env, timeout=60).returncode == 0
+    # conda's base env is not a place to install into: a private venv is used instead
+    env["CONDA_DEFAULT_ENV"] = "base"
+    planned = run("./install.sh --dry-run", env)
+    assert planned.returncode == 0 and "into a private venv" in planned.stdout
+
+
+@pytest.mark.parametrize("tool", ["pipx", "uv"])
+def test_pipx_or_uv_is_used_when_present(tmp_path: Path, tool: str) -> None:
+    """A recording stand-in for pipx / uv (the outside tool is the seam): its argv, and envkit on PATH."""
+    if not SYSTEM_PY.exists():
+        pytest.skip(f"{SYSTEM_PY} does not exist on this machine")
+    envkit = Path(sys.executable).with_name("envkit")
+    home = tmp_path / "home"
+    bindir = tmp_path / "bin"
+    bindir.mkdir(parents=True)
+    (bindir / tool).write_text(
+        "#!/bin/sh\n"
+        'if [ "$1 $2 $3" = "tool dir --bin" ]; then echo "$HOME/.local/bin"; exit 0; fi\n'
+        f'echo "$@" > "$HOME/{tool}-argv"\n'
+        f'mkdir -p "$HOME/.local/bin" && ln -sf {envkit} "$HOME/.local/bin/envkit"\n')
+    (bindir / tool).chmod(0o755)
+    home.mkdir()
+    env = {"HOME": str(home), "PATH": f"{bindir}:{home}/.local/bin:{SYSTEM_PATH}", "ENVKIT_PYTHON": str(SYSTEM_PY)}
+    done = run(readme_install_command(), env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    argv = (home / f"{tool}-argv").read_text().split()
+    expected = ["install", "--force"] if tool == "pipx" else ["tool", "install", "--force"]
+    assert argv == [*expected, "--python", str(SYSTEM_PY), str(REPO)]
+    assert "installed: envkit, version" in done.stdout
