@@ -7,8 +7,9 @@
 #                                                           and a link ~/.local/bin/envkit
 #
 # It never overrides PEP 668 (no pip flag that breaks system packages): a system Python marked
-# EXTERNALLY-MANAGED (Debian 12, Ubuntu 24.04) is only used to create the private venv. A Python older than 3.10 is refused before
-# pip runs, with the ways out. Options: --dry-run (say what would happen), --method auto|env|pipx|uv|venv.
+# EXTERNALLY-MANAGED (Debian 12, Ubuntu 24.04) is only used to create the private venv. A Python
+# older than 3.10 is refused before pip runs, with the ways out.
+# Options: --dry-run (say what would happen), --method=auto|env|pipx|uv|venv.
 # Environment: ENVKIT_PYTHON (the interpreter to use), ENVKIT_VENV, ENVKIT_BIN_DIR; pip's own PIP_*
 # variables pass through (offline: PIP_NO_INDEX=1 PIP_FIND_LINKS=/path/to/wheels).
 # Exit codes: 0 installed and on PATH, 1 failed, 2 bad option, 3 installed but not on PATH (the line
@@ -22,7 +23,7 @@ for arg in "$@"; do
   case "$arg" in
     --dry-run) dry_run=1 ;;
     --method=*) method=${arg#--method=} ;;
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "install.sh: unknown option $arg (use --dry-run, --method=auto|env|pipx|uv|venv)" >&2; exit 2 ;;
   esac
 done

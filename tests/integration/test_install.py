@@ -228,3 +228,12 @@ def test_pipx_or_uv_is_used_when_present(tmp_path: Path, tool: str) -> None:
     expected = ["install", "--force"] if tool == "pipx" else ["tool", "install", "--force"]
     assert argv == [*expected, "--python", str(SYSTEM_PY), str(REPO)]
     assert "installed: envkit, version" in done.stdout
+
+
+def test_options_and_a_missing_env(tmp_path: Path) -> None:
+    env = {"HOME": str(tmp_path), "PATH": SYSTEM_PATH}
+    helped = run("./install.sh --help", env)
+    assert helped.returncode == 0 and "--dry-run" in helped.stdout and "EXTERNALLY-MANAGED" in helped.stdout
+    assert run("./install.sh --bogus", env).returncode == 2
+    forced = run("./install.sh --method=env", env)
+    assert forced.returncode == 1 and "needs an active virtualenv or conda env" in forced.stderr
