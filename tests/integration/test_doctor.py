@@ -22,6 +22,7 @@ from testbed.server import ChannelServer
 
 H200 = ("--driver-version", "580.65.06", "--compute-capability", "9.0")  # CUDA 13.0 driver, sm_90
 SITE = f"lib/python{PY}/site-packages"
+PIP_KEEP = ("PIP_CONFIG_FILE", "PIP_NO_CACHE_DIR")  # the machine's PIP_FIND_LINKS etc. must not add wheels
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +63,8 @@ def finding(report: dict, check: str) -> dict:
 
 def pip(prefix: Path, *args: str) -> None:
     done = subprocess.run([str(prefix / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                    "--no-deps", *args], check=False, capture_output=True, text=True)
+                    "--no-deps", *args], check=False, capture_output=True, text=True,
+                          env={k: v for k, v in os.environ.items() if not k.startswith("PIP_") or k in PIP_KEEP})
     assert done.returncode == 0, done.stderr
 
 
@@ -156,6 +158,27 @@ def test_torch_from_the_user_site_or_pythonpath_shadows_the_envs(capsys: pytest.
     shadow = finding(doctor(capsys, "shadow", *H200)[1], "torch-shadow")
     assert shadow["status"] == "problem" and f"PYTHONPATH: {elsewhere}/torch" in shadow["found"]
     assert shadow["fix"] == f"export PYTHONPATH={tmp_path}"
+
+
+def test_nvidia_libs_that_are_not_the_versions_torch_pins(capsys: pytest.CaptureFixture[str], bed: Path,
+                                                         srv: ChannelServer, tmp_path: Path) -> None:
+    file = tmp_path / "pip-only.yml"
+    file.write_text(f"name: piponly\nchannels:\n  - {(bed / 'conda-forge').as_uri()}\ndependencies:\n"
+                    f"  - python={PY}\n  - pip\n")
+    code, _out, err = run_cli(capsys, "create", "piponly", "--file", str(file), "--no-adapt", "--no-verify", "-q")
+    assert code == 0, err
+    from envkit.locations import find_prefix
+
+    prefix = find_prefix("piponly", None)
+    # PyPI's default torch (no +cuXYZ) pins its CUDA libraries; an older runtime came in through another package
+    pip(prefix, "--index-url", f"{srv.url}/extra/simple", "torch==2.13.0", "nvidia-cuda-runtime-cu12==12.4.127")
+    code, report = doctor(capsys, "piponly", *H200)
+    assert code == 5
+    assert "torch 2.13.0 (pip, CUDA 12.8)" in finding(report, "torch-build")["found"]  # from torch/version.py
+    libs = finding(report, "nvidia-pip-libs")
+    assert libs["status"] == "problem"
+    assert "nvidia-cuda-runtime-cu12 12.4.127 (torch 2.13.0 pins 12.8.90)" in libs["found"]
+    assert libs["fix"] == f"{prefix}/bin/python -m pip install --force-reinstall --no-deps nvidia-cuda-runtime-cu12==12.8.90"
 
 
 def test_cpu_build_on_a_gpu_machine(capsys: pytest.CaptureFixture[str], bed: Path) -> None:

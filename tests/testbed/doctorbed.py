@@ -41,6 +41,28 @@ def torch_files(version: str, cuda: str | None) -> dict[str, bytes]:
     return files
 
 
+def pypi_torch_wheel(out_dir: Path, version: str, cuda: str, pins: dict[str, str]) -> Path:
+    """A PyPI-style torch wheel (no +cuXYZ local version): torch/version.py and nvidia-* Requires-Dist pins."""
+    import zipfile
+
+    dist = f"torch-{version}.dist-info"
+    requires = "".join(f'Requires-Dist: {name}=={pin}; platform_system == "Linux"\n' for name, pin in pins.items())
+    files = {
+        "torch/__init__.py": b"STANDIN = 'pypi'\n",
+        "torch/version.py": f"__version__ = '{version}'\ncuda: Optional[str] = '{cuda}'\n".encode(),
+        f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n{requires}".encode(),
+        f"{dist}/WHEEL": b"Wheel-Version: 1.0\nGenerator: envkit-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = "".join(f"{p},{_record_hash(c)},{len(c)}\n" for p, c in files.items()) + f"{dist}/RECORD,,\n"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    wheel = out_dir / f"torch-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        for path, content in files.items():
+            zf.writestr(path, content)
+        zf.writestr(f"{dist}/RECORD", record)
+    return wheel
+
+
 def doctor_universe() -> dict[str, list[Pkg]]:
     py_dep = f"python >={PY},<{PY}.9999"
     forge = [python_pkg(), pip_pkg()]
@@ -70,6 +92,9 @@ def build_doctor_bed(root: Path) -> Path:
             build(pkg, root / channel)
         index(root / channel)
     build_pip_indexes(root)  # whl/cu130: torch 2.14.1+cu130 and friends
-    wheel = build_wheel(root / "_wheels" / "extra", "nvidia-cuda-runtime-cu12", "12.4.127")
-    write_simple_index(root / "extra" / "simple", [wheel])
+    extra = root / "_wheels" / "extra"
+    wheels = [build_wheel(extra, "nvidia-cuda-runtime-cu12", "12.4.127"),
+              pypi_torch_wheel(extra, "2.13.0", "12.8", {"nvidia-cuda-runtime-cu12": "12.8.90",
+                                                         "nvidia-cublas-cu12": "12.8.4.1"})]
+    write_simple_index(root / "extra" / "simple", wheels)  # PyPI-shaped: the default torch wheel and its pins
     return root
