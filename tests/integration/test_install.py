@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -54,9 +55,26 @@ def user_env(home: Path, wheels: Path, path: str) -> dict[str, str]:
     return env
 
 
-def run(command: str, env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", "-c", command], cwd=REPO, env=env, capture_output=True, text=True,
+def run(command: str, env: dict[str, str], timeout: float = 300,
+        user: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*user, "bash", "-c", command], cwd=REPO, env=env, capture_output=True, text=True,
                           timeout=timeout)
+
+
+NOBODY = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups")
+
+
+def unprivileged(wheels: Path) -> tuple[tuple[str, ...], Path | None]:
+    """As root, run as `nobody` (uid 65534) with a HOME of its own when it can read the checkout."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        return (), None
+    probe = subprocess.run([*NOBODY, "test", "-r", str(REPO / "install.sh"), "-a", "-r", str(wheels)],
+                           capture_output=True)
+    if probe.returncode != 0:
+        return (), None
+    home = Path(tempfile.mkdtemp(prefix="envkit-user-home-"))  # /tmp: reachable by nobody, unlike tmp_path
+    os.chown(home, 65534, 65534)
+    return NOBODY, home
 
 
 def externally_managed() -> Path:
@@ -79,17 +97,27 @@ def test_readme_first_command_is_the_install_script() -> None:
 def test_readme_install_on_the_externally_managed_system_python(tmp_path: Path) -> None:
     externally_managed()
     wheels = wheelhouse_for(str(SYSTEM_PY))
-    home = tmp_path / "home"
-    home.mkdir()
+    user, own_home = unprivileged(wheels)
+    home = own_home or tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    try:
+        _install_as_a_new_user(tmp_path, wheels, home, user)
+    finally:
+        if own_home is not None:
+            shutil.rmtree(own_home, ignore_errors=True)
+
+
+def _install_as_a_new_user(tmp_path: Path, wheels: Path, home: Path, user: tuple[str, ...]) -> None:
     # Debian's ~/.profile puts ~/.local/bin on PATH; that is the PATH the README relies on
     env = user_env(home, wheels, f"{home}/.local/bin:{SYSTEM_PATH}")
-    done = run(readme_install_command(), env)
+    assert run("id -u", env, user=user).stdout.strip() == ("65534" if user else str(os.getuid()))  # root drops to nobody
+    done = run(readme_install_command(), env, user=user)  # exactly as the README writes it
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"python {SYSTEM_PY} " in done.stdout and "externally managed" in done.stdout
     assert (home / ".local/bin/envkit").is_symlink()
     assert (home / ".local/share/envkit/venv/bin/envkit").exists()
     assert shutil.which("envkit", path=env["PATH"]) == str(home / ".local/bin/envkit")
-    helped = run("envkit --help && envkit --version", env, timeout=60)
+    helped = run("envkit --help && envkit --version", env, timeout=60, user=user)
     assert helped.returncode == 0 and "Usage: envkit" in helped.stdout and "doctor" in helped.stdout
     # the system python was left alone
     probe = subprocess.run([str(SYSTEM_PY), "-c", "import envkit"], capture_output=True, text=True, env=env,
@@ -97,7 +125,7 @@ def test_readme_install_on_the_externally_managed_system_python(tmp_path: Path) 
     assert probe.returncode != 0
     # without ~/.local/bin on PATH: installed, and the one line to add is printed (exit 3)
     env["PATH"] = SYSTEM_PATH
-    again = run(readme_install_command(), env)
+    again = run(readme_install_command(), env, user=user)
     assert again.returncode == 3, again.stdout + again.stderr
     assert f'export PATH="{home}/.local/bin:$PATH"' in again.stderr
 
