@@ -415,8 +415,8 @@ def check_torch_copies(facts: Facts, copies: Sequence[TorchCopy], loaded: TorchC
                if loaded is None or loaded.source == "pip" else f"{_py(facts)} -m pip uninstall -y torch")
         return Finding("torch-copies", PROBLEM,
                        f"two copies of torch: conda pytorch {conda[0].version} ({conda[0].detail}) and pip torch "
-                       f"{pip[0].version} ({pip[0].detail}){which}; `conda list` and `pip list` disagree and the "
-                       "conda record no longer matches its files", fix)
+                       f"{pip[0].version} ({pip[0].detail}){which}; `conda list` and `pip list` disagree about it",
+                       fix)
     if len(copies) > 1:
         return Finding("torch-copies", PROBLEM, "several torch installs: "
                        + ", ".join(f"{c.source} {c.version}" for c in copies), _rebuild(facts))
@@ -589,6 +589,7 @@ def check_nvidia_libs(facts: Facts, loaded: TorchCopy | None) -> Finding:
     pins = dict(_pins(torch_dist)) if torch_dist else {}
     wrong: list[str] = []
     reinstall: list[str] = []
+    remove: list[str] = []
     torch_cuda = loaded.cuda if loaded and loaded.cuda not in (None, "?") else None
     major = torch_cuda.split(".")[0] if torch_cuda else None
     for lib in libs:
@@ -603,13 +604,15 @@ def check_nvidia_libs(facts: Facts, loaded: TorchCopy | None) -> Finding:
             lib.version.split(".")[0] if name in _NVIDIA_CUDA_VERSIONED else None)
         if major and lib_major and lib_major != major:
             wrong.append(f"{lib.name} {lib.version} (CUDA {lib_major}.x; torch is built for CUDA {torch_cuda})")
+            remove.append(name)
     if not wrong:
         return Finding("nvidia-pip-libs", OK, f"{len(libs)} pip nvidia-* libraries match torch's CUDA")
+    fixes = []
     if reinstall:
-        fix = f"{_py(facts)} -m pip install --force-reinstall --no-deps " + " ".join(reinstall)
-    else:
-        names = " ".join(_norm(d.name) for d in libs if any(w.startswith(d.name + " ") for w in wrong))
-        fix = f"{_py(facts)} -m pip uninstall -y {names}"
+        fixes.append(f"{_py(facts)} -m pip install --force-reinstall --no-deps " + " ".join(reinstall))
+    if remove:
+        fixes.append(f"{_py(facts)} -m pip uninstall -y " + " ".join(remove))
+    fix = " && ".join(fixes)
     return Finding("nvidia-pip-libs", PROBLEM, "pip CUDA libraries that do not match torch: " + "; ".join(wrong)
                    + " (undefined symbol / wrong library at import)", fix)
 
