@@ -232,13 +232,15 @@ def render(spec: str | None, from_file: str | None, spec_path: str | None, outpu
 @click.option("--require-gpu", is_flag=True, help="Fail unless a GPU build is selected and verify PASSes.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress output.")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
+@click.option("--no-kernel", is_flag=True,
+              help="Do not register the env as a Jupyter kernel (done when it has ipykernel).")
 @selection_options
 def create(name: str, spec: str | None, env_file: str | None, no_adapt: bool, lock_file: str | None,
            mirror: str | None,
            channels: tuple[str, ...], prefix: str | None, engine: str | None, dry_run: bool, force: bool,
            no_verify: bool, require_gpu: bool, quiet: bool, as_json: bool, cuda: str | None, torch_spec: str | None,
            python: str | None, flavor: str | None, driver_version: str | None, compute_capability: tuple[str, ...],
-           no_driver_check: bool) -> None:
+           no_driver_check: bool, no_kernel: bool = False) -> None:
     """Detect, select, render, solve, install atomically and verify an environment."""
     from pathlib import Path
 
@@ -263,6 +265,7 @@ def create(name: str, spec: str | None, env_file: str | None, no_adapt: bool, lo
     on_line = None if quiet else (lambda line: output.plain("  " + line, err=True))
     with output.progress(quiet) as progress:
         result = create_env(opts, progress=progress, on_line=on_line)
+    result = with_kernel(result, name, skip=no_kernel or dry_run)  # issue 14: a Jupyter kernel when it has ipykernel
     if as_json:
         output.plain(output.dump_json(result.to_json()))
     elif dry_run:
@@ -358,6 +361,7 @@ def remove(name: str, yes: bool) -> None:
         click.confirm(f"Remove {prefix}?", abort=True)
     remove_env(prefix)
     output.plain(f"removed {prefix}")
+    forget_kernels(prefix)  # its Jupyter kernel goes with it (issue 14)
 
 
 # Verbs kept in their own modules, registered here; each module imports only click at import time
@@ -369,6 +373,11 @@ def remove(name: str, yes: bool) -> None:
 
 
 # -- shell, activate, deactivate, kernel (issue 14) --
+from envkit.cli_shell import (activate_cmd, deactivate_cmd, forget_kernels, kernel_cmd, shell_cmd,  # noqa: E402
+                              with_kernel)
+
+for _command in (shell_cmd, activate_cmd, deactivate_cmd, kernel_cmd):
+    cli.add_command(_command)
 
 
 # -- doctor, completion (issue 15) --

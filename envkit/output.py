@@ -164,7 +164,7 @@ def print_plan(result: Any) -> None:
 
 
 def print_created(result: Any) -> None:
-    from envkit.locations import activation_hint
+    from envkit.locations import next_steps
 
     print_changes(result)
     con = console()
@@ -177,7 +177,11 @@ def print_created(result: Any) -> None:
         sel = result.selection
         con.print(f"  torch {sel.torch} · " + (f"CUDA {sel.cuda} ({sel.variant})" if sel.cuda else "CPU build")
                   + f" · python {sel.python} · {sel.flavor}")
-    con.print(f"  activate: {esc(activation_hint(result.prefix))}")
+    steps = next_steps(result.prefix)
+    width = max(len(command) for command, _ in steps)
+    con.print("  use it:")
+    for command, what in steps:
+        con.print(f"    {esc(command.ljust(width))}   [dim]# {esc(what)}[/]")
     if result.verify is not None:
         print_verify(result.verify)
     else:
