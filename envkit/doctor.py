@@ -504,6 +504,37 @@ def check_torch_build(facts: Facts, loaded: TorchCopy | None, machine: Machine) 
                    + (f"; CUDA {loaded.cuda} wants driver >= {needed}" if needed else ""), fix)
 
 
+def _toolkit_version(nvcc: str) -> str | None:
+    """A CUDA toolkit's version from the files next to nvcc (version.json since 11.1, version.txt before)."""
+    root = Path(nvcc).resolve().parent.parent
+    data = _json(root / "version.json")
+    version = ((data.get("cuda") or {}).get("version")) if isinstance(data.get("cuda"), dict) else None
+    if version:
+        return str(version)
+    try:
+        match = re.search(r"CUDA Version\s+([\d.]+)", (root / "version.txt").read_text(errors="replace"))
+    except OSError:
+        return None
+    return match.group(1) if match else None
+
+
+def check_cuda_levels(facts: Facts, loaded: TorchCopy | None, machine: Machine, environ: Mapping[str, str]) -> Finding:
+    """The three CUDA numbers people confuse (user-pains B3), side by side, and which one matters."""
+    import shutil
+
+    drv = machine.driver
+    parts = [f"driver: CUDA {drv.cuda or '?'} at most (nvidia-smi's 'CUDA Version')" if drv else "driver: none"]
+    if loaded is not None:
+        build = "CPU build" if loaded.cuda is None else f"CUDA {loaded.cuda}"
+        parts.append(f"torch: {build} (torch.version.cuda; must be <= the driver's, this is the one that matters)")
+    nvcc = str(facts.prefix / "bin" / "nvcc") if (facts.prefix / "bin" / "nvcc").exists() else \
+        shutil.which("nvcc", path=environ.get("PATH"))
+    if nvcc:
+        parts.append(f"nvcc: CUDA {_toolkit_version(nvcc) or '?'} at {nvcc} (a compiler toolkit for building "
+                     "extensions; torch does not use it at run time)")
+    return Finding("cuda-levels", OK, "; ".join(parts))
+
+
 def check_gpu_arch(facts: Facts, loaded: TorchCopy | None, machine: Machine) -> Finding:
     """Every visible GPU covered by the build's arch list (compat data; NVIDIA binary compatibility)."""
     from envkit.compat import load, parse_cc
@@ -811,6 +842,7 @@ def diagnose(prefix: Path, machine: Machine, *, environ: Mapping[str, str] | Non
         check_torch_copies(facts, copies, imported, why),
         check_torch_shadow(facts, env),
         check_torch_build(facts, loaded, machine),
+        check_cuda_levels(facts, loaded, machine, env),
         check_gpu_arch(facts, loaded, machine),
         check_made_for(facts, machine),
         check_nvidia_libs(facts, loaded),

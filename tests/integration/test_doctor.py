@@ -83,15 +83,25 @@ def save_verify(prefix: Path, fixture: str, *, age_s: float = 0.0) -> None:
     save_report(dataclasses.replace(report, data={**report.data, "time": when}), prefix / ".envkit" / "verify.json")
 
 
-def test_a_healthy_env_reports_healthy(capsys: pytest.CaptureFixture[str], bed: Path) -> None:
+def test_a_healthy_env_reports_healthy(capsys: pytest.CaptureFixture[str], bed: Path, tmp_path: Path,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
     prefix = make_env(capsys, bed, "good")
     save_verify(prefix, "pass-h200.json")
+    toolkit = tmp_path / "cuda-12.4"  # a system CUDA toolkit on PATH, laid out as NVIDIA's installer does
+    (toolkit / "bin").mkdir(parents=True)
+    (toolkit / "bin" / "nvcc").write_text("#!/bin/sh\n")
+    (toolkit / "bin" / "nvcc").chmod(0o755)
+    (toolkit / "version.json").write_text('{"cuda": {"name": "CUDA SDK", "version": "12.4.1"}}')
+    monkeypatch.setenv("PATH", f"{toolkit / 'bin'}:{os.environ['PATH']}")
     code, report = doctor(capsys, "good", *H200)
     assert code == 0 and report["healthy"] is True and report["problems"] == 0
     statuses = {f["check"]: f["status"] for f in report["findings"]}
     assert {k: v for k, v in statuses.items() if v not in ("ok", "skip")} == {}, report
     assert statuses["torch-build"] == statuses["gpu-arch"] == statuses["files"] == statuses["verify"] == "ok"
     assert "cuda130" in finding(report, "gpu-arch")["found"]
+    levels = finding(report, "cuda-levels")["found"]
+    assert "driver: CUDA 13.0 at most" in levels and "torch: CUDA 13.0 (torch.version.cuda" in levels
+    assert f"nvcc: CUDA 12.4.1 at {toolkit / 'bin' / 'nvcc'}" in levels and "does not use it" in levels
     assert report["seconds"] < 1.0
     # the human form says the same, and --prefix finds the same env
     code, out, _err = run_cli(capsys, "doctor", "--prefix", str(prefix), *H200)
