@@ -24,7 +24,8 @@ _CC_RE = re.compile(r"^\d{1,2}\.\d$")
 _PY_RE = re.compile(r"^3\.\d{1,2}t?$")
 
 EPILOG = "\b\nEnvironment variables:\n" + "\n".join(f"  {k:<22} {v}" for k, v in ENV_VARS.items()) + (
-    "\n\n\b\nExit codes: 0 ok, 1 envkit error, 2 usage error, 3 verify FAILED, 4 verify SKIPPED (no usable GPU)")
+    "\n\n\b\nExit codes: 0 ok, 1 envkit error, 2 usage error, 3 verify FAILED, 4 verify SKIPPED (no usable GPU), "
+    "5 doctor found problems")
 
 
 def _check_cuda(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
@@ -411,6 +412,10 @@ for _command in (shell_cmd, activate_cmd, deactivate_cmd, kernel_cmd):
 
 
 # -- doctor, completion (issue 15) --
+from envkit.cli_doctor import completion, doctor  # noqa: E402  (registered after `cli` exists)
+
+cli.add_command(doctor)
+cli.add_command(completion)
 
 
 
