@@ -112,14 +112,14 @@ def test_pip_torch_over_conda_torch_and_mismatched_nvidia_libs(capsys: pytest.Ca
                                                                srv: ChannelServer) -> None:
     prefix = make_env(capsys, bed, "twice")
     # what users do: pip install torch (from the PyTorch index) into a conda env that has pytorch
-    pip(prefix, "--index-url", f"{srv.url}/whl/cu130", "torch==2.14.1+cu130")
+    pip(prefix, "--index-url", f"{srv.url}/whl/cu130", "torch==2.14.0+cu130")
     assert srv.hits("cu130-py3-none-any.whl")  # the wheel came from the test index
     pip(prefix, "--index-url", f"{srv.url}/extra/simple", "nvidia-cuda-runtime-cu12==12.4.127")
     code, report = doctor(capsys, "twice", *H200)
     assert code == 5 and report["healthy"] is False
     copies = finding(report, "torch-copies")
     assert copies["status"] == "problem"
-    assert "conda pytorch 2.13.0" in copies["found"] and "pip torch 2.14.1+cu130" in copies["found"]
+    assert "conda pytorch 2.13.0" in copies["found"] and "pip torch 2.14.0+cu130" in copies["found"]
     assert "loads the pip one" in copies["found"]
     loaded = subprocess.run([str(prefix / "bin" / "python"), "-c", "import torch; print(torch.STANDIN)"],
                             capture_output=True, text=True, check=True)
@@ -139,7 +139,7 @@ def test_torch_from_the_user_site_or_pythonpath_shadows_the_envs(capsys: pytest.
     prefix = make_env(capsys, bed, "shadow")
     python = str(prefix / "bin" / "python")
     user_site = Path.home() / ".local" / "lib" / f"python{PY}" / "site-packages"
-    pip(prefix, "--target", str(user_site), "--index-url", f"{srv.url}/whl/cu130", "torch==2.14.1+cu130")
+    pip(prefix, "--target", str(user_site), "--index-url", f"{srv.url}/whl/cu130", "torch==2.14.0+cu130")
     # the venv-shaped stand-in puts the user site after its own site-packages: no shadow, and doctor agrees
     cfg = prefix / "pyvenv.cfg"
     cfg.write_text(cfg.read_text().replace("include-system-site-packages = false", "include-system-site-packages = true"))

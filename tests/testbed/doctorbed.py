@@ -91,7 +91,7 @@ def build_doctor_bed(root: Path) -> Path:
         for pkg in pkgs:
             build(pkg, root / channel)
         index(root / channel)
-    build_pip_indexes(root)  # whl/cu130: torch 2.14.1+cu130 and friends
+    build_pip_indexes(root)  # whl/cu130: torch 2.14.0+cu130 and friends
     extra = root / "_wheels" / "extra"
     wheels = [build_wheel(extra, "nvidia-cuda-runtime-cu12", "12.4.127"),
               pypi_torch_wheel(extra, "2.13.0", "12.8", {"nvidia-cuda-runtime-cu12": "12.8.90",
