@@ -11,7 +11,9 @@
 # older than 3.10 is refused before pip runs, with the ways out.
 # Options: --dry-run (say what would happen), --method=auto|env|pipx|uv|venv.
 # Environment: ENVKIT_PYTHON (the interpreter to use), ENVKIT_VENV, ENVKIT_BIN_DIR; pip's own PIP_*
-# variables pass through (offline: PIP_NO_INDEX=1 PIP_FIND_LINKS=/path/to/wheels).
+# variables pass through (offline: PIP_NO_INDEX=1 PIP_FIND_LINKS=/path/to/wheels). uv reads no PIP_*
+# variable, so PIP_NO_INDEX, PIP_FIND_LINKS, PIP_INDEX_URL and PIP_EXTRA_INDEX_URL are also handed to
+# pipx (--pip-args, for its pip or uv backend) and to uv tool install as the same-named options.
 # Exit codes: 0 installed and on PATH, 1 failed, 2 bad option, 3 installed but not on PATH (the line
 # to add is printed).
 set -euo pipefail
@@ -112,20 +114,31 @@ say "python $py ($version)$managed"
 say "installing envkit from $here $where"
 [ "$dry_run" = 0 ] || exit 0
 
-# 3. install
+# 3. install (${a[@]+"${a[@]}"}: an empty array under set -u, bash < 4.4 too)
 pip_flags=(--disable-pip-version-check --no-input)
+# pip's index settings as options that pip, `uv pip install` (pipx's uv backend) and `uv tool install`
+# all accept: uv ignores PIP_* (https://docs.astral.sh/uv/reference/environment/), pip reads them anyway
+index_args=()
+case "${PIP_NO_INDEX:-}" in 1|[Tt]rue|[Yy]es|[Oo]n) index_args+=(--no-index) ;; esac
+[ -z "${PIP_INDEX_URL:-}" ] || index_args+=(--index-url "$PIP_INDEX_URL")
+for url in ${PIP_EXTRA_INDEX_URL:-}; do index_args+=(--extra-index-url "$url"); done
+for link in ${PIP_FIND_LINKS:-}; do index_args+=(--find-links "$link"); done
 case "$method" in
   env)
     "$py" -m pip install "${pip_flags[@]}" "$here" || die "pip install into $target_env failed (see above)"
     envkit_exe="$target_env/bin/envkit"
     ;;
   pipx)
-    pipx install --force --python "$py" "$here" || die "pipx install failed (see above)"
-    bindir=${PIPX_BIN_DIR:-$HOME/.local/bin}
+    pipx_args=()
+    # pipx splits --pip-args with shlex: %q quoting keeps a path with spaces in one piece
+    [ "${#index_args[@]}" = 0 ] || pipx_args=(--pip-args "$(printf '%q ' "${index_args[@]}")")
+    pipx install --force --python "$py" ${pipx_args[@]+"${pipx_args[@]}"} "$here" || die "pipx install failed (see above)"
+    # pipx's own answer: its default bin dir moved between releases and platforms
+    bindir=$(pipx environment --value PIPX_BIN_DIR 2>/dev/null || echo "${PIPX_BIN_DIR:-$HOME/.local/bin}")
     envkit_exe="$bindir/envkit"
     ;;
   uv)
-    uv tool install --force --python "$py" "$here" || die "uv tool install failed (see above)"
+    uv tool install --force --python "$py" ${index_args[@]+"${index_args[@]}"} "$here" || die "uv tool install failed (see above)"
     bindir=$(uv tool dir --bin 2>/dev/null || echo "$HOME/.local/bin")
     envkit_exe="$bindir/envkit"
     ;;
@@ -157,7 +170,7 @@ EOF
 esac
 
 [ -x "$envkit_exe" ] || die "the install finished but $envkit_exe is missing"
-say "installed: $("$envkit_exe" --version)"
+say "installed: $("$envkit_exe" --version) at $envkit_exe"
 exe_dir=$(dirname "$envkit_exe")
 case ":$PATH:" in
   *":$exe_dir:"*)

@@ -1,11 +1,13 @@
 """The README's first command, run as written: on the machine's externally managed system python3
-(PEP 668) with a temporary HOME, and inside a virtualenv (issue 15). Offline: pip takes envkit's
-dependencies from the wheelhouse scripts/test builds while the network is up (INSTALL_TEST_WHEELHOUSE)."""
+(PEP 668) with a temporary HOME, inside a virtualenv and a conda env, and with the real pipx and uv on
+PATH (issue 15). Offline: pip, pipx and uv take envkit's dependencies from the wheelhouse scripts/test
+builds while the network is up (INSTALL_TEST_WHEELHOUSE)."""
 
 from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -233,9 +235,73 @@ def test_readme_install_inside_a_conda_env(capsys: pytest.CaptureFixture[str], t
     assert planned.returncode == 0 and "into a private venv" in planned.stdout
 
 
+def real_tool(name: str, tools: Path) -> None:
+    """Put the test venv's real pipx / uv (the test extra installs both) alone in `tools`, for PATH."""
+    found = Path(sys.executable).with_name(name)
+    if not found.exists():
+        pytest.skip(f"no real {name} next to {sys.executable}: install the test extra (pip install '.[test]')")
+    tools.mkdir(exist_ok=True)
+    (tools / name).symlink_to(found)
+
+
+def reported_envkit(stdout: str) -> Path:
+    """The executable install.sh says it installed ("installed: envkit, version X at PATH")."""
+    said = re.search(r"^envkit install: installed: envkit, version \S+ at (\S+)$", stdout, re.M)
+    assert said is not None, stdout
+    return Path(said.group(1))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["pip", "uv"])
+def test_readme_install_with_a_real_pipx(tmp_path: Path, backend: str) -> None:
+    """The README's command with the real pipx on PATH (pipx >= 1.8 drives uv when it finds it: both backends),
+    offline: pip's variables reach pipx's pip and, through --pip-args, its uv."""
+    if not SYSTEM_PY.exists():
+        pytest.skip(f"{SYSTEM_PY} does not exist on this machine")
+    wheels = wheelhouse_for(str(SYSTEM_PY))
+    if backend == "pip" and not list(wheels.glob("pip-*.whl")):
+        pytest.skip("the wheelhouse has no pip wheel (pipx upgrades pip in its shared venv): rerun ./scripts/test")
+    real_tool("pipx", tmp_path / "tools")
+    home, bindir = tmp_path / "home", tmp_path / "pipx-bin"
+    home.mkdir()
+    env = user_env(home, wheels, f"{tmp_path}/tools:{bindir}:{SYSTEM_PATH}")
+    env.update(PIPX_HOME=str(tmp_path / "pipx"), PIPX_BIN_DIR=str(bindir), PIPX_DEFAULT_BACKEND=backend)
+    done = run(readme_install_command(), env)  # exactly as the README writes it
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "with pipx" in done.stdout and "installed package envkit 0.1.0" in done.stdout
+    assert reported_envkit(done.stdout) == bindir / "envkit"
+    assert shutil.which("envkit", path=env["PATH"]) == str(bindir / "envkit")
+    helped = run("envkit --help", env, timeout=60)
+    assert helped.returncode == 0 and "Usage: envkit" in helped.stdout and "doctor" in helped.stdout
+    assert (tmp_path / "pipx/venvs/envkit").is_dir() and not (home / ".local/bin").exists()
+    if backend == "uv":  # a uv venv has no pip: proof that uv, not pip, installed it
+        assert not list((tmp_path / "pipx/venvs/envkit").glob("lib/python3*/site-packages/pip"))
+
+
+@pytest.mark.slow
+def test_readme_install_with_a_real_uv(tmp_path: Path) -> None:
+    """The README's command with the real uv on PATH (no pipx), offline through the same PIP_* variables."""
+    if not SYSTEM_PY.exists():
+        pytest.skip(f"{SYSTEM_PY} does not exist on this machine")
+    wheels = wheelhouse_for(str(SYSTEM_PY))
+    real_tool("uv", tmp_path / "tools")
+    home, bindir = tmp_path / "home", tmp_path / "uv-bin"
+    home.mkdir()
+    env = user_env(home, wheels, f"{tmp_path}/tools:{bindir}:{SYSTEM_PATH}")
+    env.update(UV_TOOL_DIR=str(tmp_path / "uv-tools"), UV_TOOL_BIN_DIR=str(bindir), UV_PYTHON_DOWNLOADS="never")
+    done = run(readme_install_command(), env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "with uv tool install" in done.stdout and "+ envkit==0.1.0" in done.stderr
+    assert reported_envkit(done.stdout) == bindir / "envkit"
+    assert shutil.which("envkit", path=env["PATH"]) == str(bindir / "envkit")
+    helped = run("envkit --help", env, timeout=60)
+    assert helped.returncode == 0 and "Usage: envkit" in helped.stdout and "doctor" in helped.stdout
+    assert (tmp_path / "uv-tools/envkit/bin/python").exists() and not (home / ".local/bin").exists()
+
+
 @pytest.mark.parametrize("tool", ["pipx", "uv"])
-def test_pipx_or_uv_is_used_when_present(tmp_path: Path, tool: str) -> None:
-    """A recording stand-in for pipx / uv (the outside tool is the seam): its argv, and envkit on PATH."""
+def test_pipx_and_uv_get_pips_index_settings_as_options(tmp_path: Path, tool: str) -> None:
+    """A recording stand-in for pipx / uv: the exact argv, with PIP_* turned into options (uv reads no PIP_*)."""
     if not SYSTEM_PY.exists():
         pytest.skip(f"{SYSTEM_PY} does not exist on this machine")
     envkit = Path(sys.executable).with_name("envkit")
@@ -245,17 +311,31 @@ def test_pipx_or_uv_is_used_when_present(tmp_path: Path, tool: str) -> None:
     (bindir / tool).write_text(
         "#!/bin/sh\n"
         'if [ "$1 $2 $3" = "tool dir --bin" ]; then echo "$HOME/.local/bin"; exit 0; fi\n'
-        f'echo "$@" > "$HOME/{tool}-argv"\n'
+        'if [ "$1" = environment ]; then exit 2; fi\n'  # a pipx older than `environment --value`
+        f'for a in "$@"; do echo "$a"; done > "$HOME/{tool}-argv"\n'
         f'mkdir -p "$HOME/.local/bin" && ln -sf {envkit} "$HOME/.local/bin/envkit"\n')
     (bindir / tool).chmod(0o755)
     home.mkdir()
-    env = {"HOME": str(home), "PATH": f"{bindir}:{home}/.local/bin:{SYSTEM_PATH}", "ENVKIT_PYTHON": str(SYSTEM_PY)}
+    env = {"HOME": str(home), "PATH": f"{bindir}:{home}/.local/bin:{SYSTEM_PATH}", "ENVKIT_PYTHON": str(SYSTEM_PY),
+           "PIP_NO_INDEX": "yes", "PIP_FIND_LINKS": "/w/one /w/two", "PIP_INDEX_URL": "https://mirror.example/simple",
+           "PIP_EXTRA_INDEX_URL": "https://download.pytorch.org/whl/cu130"}
     done = run(readme_install_command(), env)
     assert done.returncode == 0, done.stdout + done.stderr
-    argv = (home / f"{tool}-argv").read_text().split()
-    expected = ["install", "--force"] if tool == "pipx" else ["tool", "install", "--force"]
-    assert argv == [*expected, "--python", str(SYSTEM_PY), str(REPO)]
-    assert "installed: envkit, version" in done.stdout
+    argv = (home / f"{tool}-argv").read_text().splitlines()
+    index = ["--no-index", "--index-url", "https://mirror.example/simple",
+             "--extra-index-url", "https://download.pytorch.org/whl/cu130", "--find-links", "/w/one", "--find-links", "/w/two"]
+    if tool == "pipx":
+        assert argv[:4] == ["install", "--force", "--python", str(SYSTEM_PY)] and argv[4] == "--pip-args"
+        assert shlex.split(argv[5]) == index and argv[6:] == [str(REPO)]
+    else:
+        assert argv == ["tool", "install", "--force", "--python", str(SYSTEM_PY), *index, str(REPO)]
+    assert reported_envkit(done.stdout) == home / ".local/bin/envkit"
+    # without PIP_* variables no index option is added
+    for name in ("PIP_NO_INDEX", "PIP_FIND_LINKS", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL"):
+        del env[name]
+    assert run(readme_install_command(), env).returncode == 0
+    argv = (home / f"{tool}-argv").read_text().splitlines()
+    assert not any(a.startswith("--") and "index" in a or a in ("--find-links", "--pip-args") for a in argv), argv
 
 
 def test_options_and_a_missing_env(tmp_path: Path) -> None:
