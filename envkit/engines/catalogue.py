@@ -228,9 +228,20 @@ def _fetch(url: str) -> tuple[str, str]:
 
 
 def parse_project_page(content_type: str, body: str) -> list[str]:
-    """File names on a PEP 691 JSON or PEP 503 HTML project page."""
+    """File names on a PEP 691 JSON or PEP 503 HTML project page; ValueError for a page that is neither."""
     if "json" in content_type:
-        return [str(f.get("filename", "")) for f in json.loads(body).get("files", [])]
+        page = json.loads(body)
+        if not isinstance(page, dict):
+            raise ValueError("not a PEP 691 project page")
+        # PEP 691: a client must refuse a major api-version it does not know (minor ones only add keys)
+        meta = page.get("meta")
+        version = str(meta.get("api-version", "1.0") if isinstance(meta, dict) else "1.0")
+        if version.split(".")[0] != "1":
+            raise ValueError(f"PEP 691 api-version {version} (envkit reads 1.x)")
+        entries = page.get("files")
+        if not isinstance(entries, list):
+            return []
+        return [str(f.get("filename", "")) for f in entries if isinstance(f, dict)]
     import html.parser
 
     files: list[str] = []
@@ -284,8 +295,13 @@ def read_pip(base: str, variants: tuple[str, ...] = PIP_VARIANTS) -> Catalogue:
         except (urllib.error.URLError, OSError) as exc:
             errors.append(f"{redact(url)}: {getattr(exc, 'reason', exc)}")
             return []
+        try:
+            names = parse_project_page(ctype, body)
+        except ValueError as exc:  # a broken page counts as unread, like an HTTP error
+            errors.append(f"{redact(url)}: unreadable index page ({exc})")
+            return []
         out = []
-        for name in parse_project_page(ctype, body):
+        for name in names:
             record = wheel_record(name, variant)
             if record is not None and record.name == project:
                 out.append(record)

@@ -214,6 +214,7 @@ def test_pip_catalogue_from_a_loopback_index(capsys: pytest.CaptureFixture[str],
         assert (sel["torch"], sel["variant"], sel["torchvision"], sel["torchaudio"]) == \
             ("2.12.1", "cu130", "0.27.1", "2.11.0")
         assert sel["reasons"][0].startswith("catalogue: 127.0.0.1:")
+        assert srv.content_types("/whl/cu126/torch/")[0] == "application/vnd.pypi.simple.v1+json"  # PEP 691
 
 
 # -- the plan check after the solve ---------------------------------------------------------------------

@@ -1,11 +1,14 @@
-"""A small PEP 503 "simple" index of test-built wheels, laid out like a mirror: <root>/pypi/simple/
-for PyPI-style packages and <root>/whl/<variant>/ for PyTorch-index-style torch wheels."""
+"""A small "simple" index of test-built wheels, laid out like a mirror: <root>/pypi/simple/ for
+PyPI-style packages and <root>/whl/<variant>/ for PyTorch-index-style torch wheels. Every page is
+written twice: PEP 503 HTML (index.html) and PEP 691 JSON (index.json); server.py picks one by the
+request's Accept header, as PyPI and download.pytorch.org do."""
 
 from __future__ import annotations
 
 import base64
 import hashlib
 import html
+import json
 import zipfile
 from pathlib import Path
 
@@ -33,8 +36,16 @@ def build_wheel(out_dir: Path, name: str, version: str, body: str = "OK = True\n
     return wheel
 
 
+PEP691_JSON = "application/vnd.pypi.simple.v1+json"
+
+
+def _json_page(data: dict[str, object]) -> str:
+    # PEP 691: every response carries meta.api-version; 1.0 is the version PEP 691 defines
+    return json.dumps({"meta": {"api-version": "1.0"}, **data}, indent=1) + "\n"
+
+
 def write_simple_index(index_root: Path, wheels: list[Path]) -> None:
-    """<index_root>/<project>/index.html with links carrying #sha256= (PEP 503)."""
+    """<index_root>/<project>/index.html with links carrying #sha256= (PEP 503), and index.json (PEP 691)."""
     projects: dict[str, list[Path]] = {}
     for wheel in wheels:
         projects.setdefault(wheel.name.split("-")[0].replace("_", "-").lower(), []).append(wheel)
@@ -44,14 +55,19 @@ def write_simple_index(index_root: Path, wheels: list[Path]) -> None:
         pdir = index_root / project
         pdir.mkdir(parents=True, exist_ok=True)
         rows = []
+        entries = []
         for wheel in files:
             target = pdir / wheel.name
             target.write_bytes(wheel.read_bytes())
             digest = hashlib.sha256(target.read_bytes()).hexdigest()
             rows.append(f'<a href="{html.escape(wheel.name)}#sha256={digest}">{html.escape(wheel.name)}</a><br>')
+            # PEP 691 project detail: url may be relative to the page, like the HTML href
+            entries.append({"filename": wheel.name, "url": wheel.name, "hashes": {"sha256": digest}})
         (pdir / "index.html").write_text("<!DOCTYPE html><html><body>\n" + "\n".join(rows) + "\n</body></html>\n")
+        (pdir / "index.json").write_text(_json_page({"name": project, "files": entries}))
         links.append(f'<a href="{project}/">{project}</a><br>')
     (index_root / "index.html").write_text("<!DOCTYPE html><html><body>\n" + "\n".join(links) + "\n</body></html>\n")
+    (index_root / "index.json").write_text(_json_page({"projects": [{"name": p} for p in sorted(projects)]}))
 
 
 def build_pip_indexes(root: Path) -> None:

@@ -3,6 +3,10 @@
 Listen backlog raised to 256: with http.server's default of 5, parallel downloads stall for seconds
 (rattler-notes.md, addendum). No conditional responses (always 200 with the full body), which keeps
 clear of the shards/304 bug (conda/rattler#2719).
+
+A directory holding index.json next to index.html is a "simple" index page (pipindex.py): the answer
+is negotiated from the Accept header per PEP 691 (https://peps.python.org/pep-0691/#version-format-selection),
+JSON or HTML, unless `offer_json` is off, which makes the server a PEP 503-only one (HTML whatever is asked).
 """
 
 from __future__ import annotations
@@ -28,7 +32,59 @@ class ServerState:
     requests: list[tuple[str, str, int]] = field(default_factory=list)  # (method, path, status)
     arrivals: list[str] = field(default_factory=list)  # paths, logged before any fault delays the answer
     slow_s: float = 5.0
+    offer_json: bool = True  # PEP 691 content negotiation on index pages; False: PEP 503 HTML only
+    served: list[tuple[str, str]] = field(default_factory=list)  # (path, Content-Type) of each 200
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+PEP691_JSON = "application/vnd.pypi.simple.v1+json"
+PEP691_HTML = "application/vnd.pypi.simple.v1+html"
+LEGACY_HTML = "text/html"
+_OFFERED = (PEP691_JSON, PEP691_HTML, LEGACY_HTML)  # the server's preference when q values tie
+_LATEST = {"application/vnd.pypi.simple.latest+json": PEP691_JSON,
+           "application/vnd.pypi.simple.latest+html": PEP691_HTML}
+
+
+def negotiate(accept: str | None) -> str | None:
+    """The content type to answer a simple-index request with; None: nothing acceptable (406).
+
+    PEP 691: no Accept header means the legacy text/html; `latest` aliases the newest version (v1);
+    q=0 refuses a type; among equal q values the server chooses: JSON first among types named
+    outright, text/html when only a wildcard (`*/*`) matched.
+    """
+    if accept is None or not accept.strip():
+        return LEGACY_HTML
+    ranges: list[tuple[str, float]] = []
+    for part in accept.split(","):
+        media, *params = (x.strip() for x in part.split(";"))
+        q = 1.0
+        for param in params:
+            key, _, value = param.partition("=")
+            if key.strip().lower() == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        if media:
+            ranges.append((_LATEST.get(media.lower(), media.lower()), q))
+
+    def quality(offered: str) -> tuple[float, bool]:
+        """(q, named exactly): the most specific matching range decides (RFC 9110 section 12.5.1)."""
+        major = offered.split("/")[0] + "/*"
+        for pattern in (offered, major, "*/*"):
+            found = [q for media, q in ranges if media == pattern]
+            if found:
+                return max(found), pattern == offered
+        return 0.0, False
+
+    def rank(offered: str) -> tuple[float, bool, int]:
+        q, exact = quality(offered)
+        # a type named outright beats one only a wildcard covers; among wildcards, the legacy default
+        preference = -_OFFERED.index(offered) if exact else int(offered == LEGACY_HTML)
+        return q, exact, preference
+
+    best = max(_OFFERED, key=rank)
+    return best if quality(best)[0] > 0 else None
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -93,8 +149,16 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if self.state.root.resolve() not in target.parents and target != self.state.root.resolve():
             self._deny(404)
             return
+        content_type = None
         if target.is_dir():
-            target = target / "index.html"
+            if self.state.offer_json and (target / "index.json").is_file():
+                content_type = negotiate(self.headers.get("Accept"))
+                if content_type is None:
+                    self._deny(406)
+                    return
+                target = target / ("index.json" if content_type == PEP691_JSON else "index.html")
+            else:
+                target = target / "index.html"
         fault = self._fault_for(path)
         if fault in ("404", "500", "503"):
             self._deny(int(fault))
@@ -102,15 +166,22 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if not target.is_file():
             self._deny(404)
             return
+        if content_type is None:
+            content_type = "text/html" if target.suffix == ".html" else "application/octet-stream"
         body = target.read_bytes()
         if fault == "corrupt":
             body = bytes(b ^ 0x5A for b in body)
         if fault == "slow":
             time.sleep(self.state.slow_s)
         self._record(200)
+        with self.state.lock:
+            self.state.served.append((self.path, content_type))
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
-        self.send_header("Content-Type", "text/html" if target.suffix == ".html" else "application/octet-stream")
+        self.send_header("Content-Type", content_type)
+        if self.state.offer_json and target.name in ("index.json", "index.html") \
+                and (target.parent / "index.json").is_file():
+            self.send_header("Vary", "Accept")
         self.end_headers()
         if head:
             return
@@ -152,6 +223,11 @@ class ChannelServer:
     def arrived(self, suffix: str) -> bool:
         with self.state.lock:
             return any(p.endswith(suffix) for p in self.state.arrivals)
+
+    def content_types(self, suffix: str) -> list[str]:
+        """The Content-Type of each 200 answer for a path ending in `suffix`."""
+        with self.state.lock:
+            return [ctype for path, ctype in self.state.served if path.endswith(suffix)]
 
     def hits(self, suffix: str) -> list[tuple[str, str, int]]:
         with self.state.lock:

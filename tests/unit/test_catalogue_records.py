@@ -43,6 +43,11 @@ def test_pep691_json_and_pep503_html_pages() -> None:
     assert parse_project_page("application/vnd.pypi.simple.v1+json", body)[0].startswith("torch-2.14.0+cu126")
     html = '<a href="../../torch-2.14.0%2Bcu126-cp312-cp312-linux_x86_64.whl#sha256=ab">x</a>'
     assert parse_project_page("text/html", html) == ["torch-2.14.0+cu126-cp312-cp312-linux_x86_64.whl"]
+    # PEP 691: an unknown major api-version is refused, and a page that is not JSON is an error, not a crash
+    with pytest.raises(ValueError, match="api-version 2.0"):
+        parse_project_page("application/vnd.pypi.simple.v2+json", json.dumps({"meta": {"api-version": "2.0"}}))
+    with pytest.raises(ValueError):
+        parse_project_page("application/vnd.pypi.simple.v1+json", "<html>captive portal</html>")
 
 
 def test_catalogue_round_trips_through_json_and_says_where_it_came_from() -> None:
