@@ -137,11 +137,10 @@ def detect(cuda: str | None, torch_spec: str | None, python: str | None, flavor:
            offline: bool, refresh: bool, as_json: bool, show_catalogue: bool, mirror: str | None) -> None:
     """Driver, the CUDA it supports, GPUs, and the PyTorch build envkit would pick, with reasons."""
     from envkit import output
-    from envkit.compat.select import select
     from envkit.detect import detect as run_detect
     from envkit.errors import SelectionError
     from envkit.models import DetectResult
-    from envkit.stages import CatalogueChoice, obtain_catalogue
+    from envkit.stages import CatalogueChoice, select_for
 
     machine = run_detect(driver_version=driver_version, compute_capabilities=compute_capability, cuda=cuda)
     request = _request(cuda, torch_spec, python, flavor, no_driver_check)
@@ -155,10 +154,8 @@ def detect(cuda: str | None, torch_spec: str | None, python: str | None, flavor:
         else:
             output.print_catalogue(table)
         return
-    obtained = obtain_catalogue(request.flavor, choice)
     try:
-        result = DetectResult(machine, select(machine, request, catalogue=obtained.catalogue,
-                                              source_note=obtained.note))
+        result = DetectResult(machine, select_for(machine, request, choice))
     except SelectionError as exc:
         if not as_json:
             output.print_detect(DetectResult(machine, None))

@@ -383,6 +383,9 @@ def _install_cmd(facts: Facts, copy: TorchCopy, machine: Machine) -> tuple[str |
         except EnvkitError:
             return None, exc.message
     if copy.source == "pip":
+        from envkit.stages import with_pytorch_index
+
+        sel = with_pytorch_index(sel)  # ENVKIT_PYTORCH_INDEX: the mirror, as render and detect use it
         cmd = f"{_py(facts)} -m pip install --force-reinstall --no-deps " + " ".join(sel.pip_specs)
         if sel.pip_index_url:
             cmd += f" --index-url {sel.pip_index_url}"

@@ -70,6 +70,16 @@ class CatalogueChoice:
 DEFAULT_CATALOGUE = CatalogueChoice()
 
 
+def pytorch_index_base(config: dict[str, Any] | None = None) -> str | None:
+    """ENVKIT_PYTORCH_INDEX, else the config file's `pytorch_index` (read here only)."""
+    if config is None:
+        from envkit.config import load_file_config
+
+        config = load_file_config().data
+    value = os.environ.get("ENVKIT_PYTORCH_INDEX") or config.get("pytorch_index")
+    return str(value) if value else None
+
+
 def obtain_catalogue(flavor: str, choice: CatalogueChoice) -> Any:
     """The live (or cached) catalogue for a flavor, or None with the reason the static data stands in."""
     from envkit.config import load_file_config
@@ -78,7 +88,7 @@ def obtain_catalogue(flavor: str, choice: CatalogueChoice) -> Any:
 
     config = load_file_config().data
     mirror = mirrors.resolve(choice.mirror, config)
-    index_base = choice.index_base or os.environ.get("ENVKIT_PYTORCH_INDEX") or config.get("pytorch_index")
+    index_base = choice.index_base or pytorch_index_base(config)
     channels: tuple[str, ...] = ()
     if choice.channels and flavor != "pip":
         channels = tuple(mirrors.canonical_channel(c, config) if mirror else c for c in choice.channels)
@@ -99,6 +109,15 @@ def catalogue_table(machine: Machine, request: Request, choice: CatalogueChoice,
         rows = offers(machine, replace(request, flavor=flavor), obtained.catalogue)
         result["flavors"].append({"flavor": flavor, "source": obtained.note, "offers": rows})
     return result
+
+
+def select_for(machine: Machine, request: Request, choice: CatalogueChoice = DEFAULT_CATALOGUE) -> Selection:
+    """`envkit detect`: select() against the flavor's catalogue, the PyTorch index mirror applied as render does."""
+    from envkit.compat.select import select
+
+    obtained = obtain_catalogue(request.flavor, choice)
+    selection = select(machine, request, catalogue=obtained.catalogue, source_note=obtained.note)
+    return with_pytorch_index(selection, choice.index_base)
 
 
 def detect_and_select(request: Request, *, driver_version: str | None = None,
@@ -124,15 +143,19 @@ def detect_and_select(request: Request, *, driver_version: str | None = None,
     raise first_error
 
 
-def _with_index(selection: Selection, base: str | None) -> Selection:
-    """ENVKIT_PYTORCH_INDEX / config `pytorch_index`: a mirror of download.pytorch.org/whl."""
+def with_pytorch_index(selection: Selection, base: str | None = None) -> Selection:
+    """The selection's PyTorch index URL on the mirror `base` (default: ENVKIT_PYTORCH_INDEX / config
+    `pytorch_index`), credentials stripped: what render writes, detect shows and doctor's fixes name."""
+    base = base or pytorch_index_base()
     if not base or selection.pip_index_url is None:
         return selection
     from envkit.compat.select import PYTORCH_INDEX
     from envkit.render.mirrors import strip_credentials
 
     clean = strip_credentials(str(base).rstrip("/"))[0]
-    return replace(selection, pip_index_url=selection.pip_index_url.replace(PYTORCH_INDEX, clean))
+    # the reasons name the index too ("pip wheels from <index>/cu130 ..."): they must name the same one
+    return replace(selection, pip_index_url=selection.pip_index_url.replace(PYTORCH_INDEX, clean),
+                   reasons=tuple(r.replace(f"{PYTORCH_INDEX}/", f"{clean}/") for r in selection.reasons))
 
 
 def _nearest_torch(req: Request, driver_version: str | None, compute_capabilities: tuple[str, ...],
@@ -168,7 +191,7 @@ def render_env(*, spec: str | None = None, from_file: Path | None = None, name: 
 
     config = load_file_config().data
     profile = mirrors.resolve(mirror, config)
-    index_base = os.environ.get("ENVKIT_PYTORCH_INDEX") or config.get("pytorch_index")
+    index_base = pytorch_index_base(config)
     choice = CatalogueChoice(catalogue_mode, mirror, channels, index_base)
     if from_file is not None:
         from envkit.render.adapt import adapt, parse_file, request_from
@@ -188,7 +211,7 @@ def render_env(*, spec: str | None = None, from_file: Path | None = None, name: 
             machine, selection = _nearest_torch(req, driver_version, compute_capabilities, exc, choice)
             fallback.append(f"torch {req.torch} (from the file) does not fit this machine ({exc.message}); "
                             f"using torch {selection.torch} instead (pin another with --torch)")
-        selection = _with_index(selection, index_base)
+        selection = with_pytorch_index(selection, index_base)
         envfile, changes = adapt(parsed, selection, machine, name=name, mirror=profile, source=str(from_file),
                                  extra_changes=fallback)
         check_name(envfile.name)
@@ -201,7 +224,7 @@ def render_env(*, spec: str | None = None, from_file: Path | None = None, name: 
     machine, selection = detect_and_select(
         request, driver_version=driver_version, compute_capabilities=compute_capabilities,
         python_candidates=python_candidates(env_spec.python, request.python), catalogue=choice)
-    selection = _with_index(selection, index_base)
+    selection = with_pytorch_index(selection, index_base)
     envfile = build_envfile(env_spec, selection, machine, name=check_name(name or env_spec.name), mirror=profile)
     return Rendered(envfile.render(), envfile, selection, machine, (), env_spec.name)
 

@@ -90,3 +90,28 @@ def test_cli_import_stays_light() -> None:
             "if m in sys.modules]; print(','.join(heavy))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == ""
+
+
+def test_detect_shows_the_pytorch_index_mirror_render_writes(capsys: pytest.CaptureFixture[str],
+                                                             monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # noqa: ANN001
+    """ENVKIT_PYTORCH_INDEX (or config `pytorch_index`) moves the index URL in detect as it does in render,
+    with the mirror's credentials left out of both."""
+    machine = ("--driver-version", "580.65.06", "--compute-capability", "9.0", "--flavor", "pip")
+    code, data = cli_json(capsys, "detect", "--json", *machine)
+    assert code == 0 and data["selection"]["pip_index_url"] == "https://download.pytorch.org/whl/cu130"
+    monkeypatch.setenv("ENVKIT_PYTORCH_INDEX", "https://bob:s3cret@mirror.example/pytorch-whl/")
+    code, data = cli_json(capsys, "detect", "--json", *machine)
+    assert code == 0 and data["selection"]["pip_index_url"] == "https://mirror.example/pytorch-whl/cu130"
+    assert "pip wheels from https://mirror.example/pytorch-whl/cu130 inside the conda env" in data["selection"]["reasons"]
+    code, out, _ = run_cli(capsys, "detect", *machine)
+    assert code == 0 and "index: https://mirror.example/pytorch-whl/cu130" in out and "s3cret" not in out
+    code, rendered, _ = run_cli(capsys, "render", "dl_train", *machine)
+    assert code == 0 and "--extra-index-url https://mirror.example/pytorch-whl/cu130" in rendered
+    assert "download.pytorch.org" not in rendered and "s3cret" not in rendered
+    # the config file's pytorch_index, when the variable is unset
+    monkeypatch.delenv("ENVKIT_PYTORCH_INDEX")
+    config = tmp_path / "config.yaml"
+    config.write_text("pytorch_index: https://mirror.corp/whl\n")
+    monkeypatch.setenv("ENVKIT_CONFIG", str(config))
+    code, data = cli_json(capsys, "detect", "--json", *machine)
+    assert code == 0 and data["selection"]["pip_index_url"] == "https://mirror.corp/whl/cu130"

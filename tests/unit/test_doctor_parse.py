@@ -56,3 +56,19 @@ def test_version_py_forms(tmp_path: Path) -> None:
     (tmp_path / "torch" / "version.py").write_text("__version__ = '2.5.1+cpu'\ncuda = None\n")
     assert _version_py(tmp_path) == ("2.5.1+cpu", None)
     assert _version_py(tmp_path / "nowhere") is None
+
+
+def test_a_pip_torch_fix_installs_from_the_pytorch_index_mirror(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ENVKIT_PYTORCH_INDEX: doctor's reinstall command names the mirror, as render and detect do."""
+    from envkit.doctor import Facts, TorchCopy, _install_cmd
+    from envkit.models import Driver, Gpu, Machine
+
+    machine = Machine(Driver("580.65.06", "13.0", "nvml"), (Gpu(0, "NVIDIA H200", "9.0"),))
+    facts = Facts(prefix=Path("/envs/train"), python="3.12")
+    cpu = TorchCopy("pip", "2.14.0+cpu", None, "torch-2.14.0+cpu.dist-info", "pip")
+    cmd, why_not = _install_cmd(facts, cpu, machine)
+    assert why_not is None and cmd is not None and cmd.endswith("--index-url https://download.pytorch.org/whl/cu130")
+    monkeypatch.setenv("ENVKIT_PYTORCH_INDEX", "https://bob:s3cret@mirror.example/whl")
+    cmd, _ = _install_cmd(facts, cpu, machine)
+    assert cmd == ("/envs/train/bin/python -m pip install --force-reinstall --no-deps torch==2.14.0+cu130 "
+                   "--index-url https://mirror.example/whl/cu130")
