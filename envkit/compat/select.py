@@ -181,6 +181,10 @@ def _select(machine: Machine, request: Request, data: CompatData, *, explain: bo
     spec = parse_torch_spec(request.torch)
     flavor = request.flavor
     releases = [r for r in data.releases if _matches(r, spec, request.torch)]
+    # -- torch older than this data (issue 10): the cudatoolkit-era rows and rules live in legacy.py --
+    from envkit.compat import legacy
+    if not releases and legacy.handles(request.torch):
+        return legacy.select(machine, request)
     if not releases:
         known = ", ".join(r.minor for r in reversed(data.releases))
         raise SelectionError(f"no known torch release matches --torch {request.torch!r} (known: {known})",
