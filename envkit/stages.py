@@ -163,17 +163,16 @@ def render_env(*, spec: str | None = None, from_file: Path | None = None, name: 
                 break
             if chosen is None:
                 assert first is not None
-                exc = first
                 if req.torch is None:
-                    raise exc
+                    raise first
                 # a pinned torch is the user's decision: stop, say which rule fails, offer the nearest that work
                 origin = "--torch" if request.torch is not None else f"pinned in {from_file.name}"
                 options = _working_versions(req, driver_version, compute_capabilities)
                 raise SelectionError(
-                    f"torch {req.torch} ({origin}) cannot be installed on this machine: {exc.message}",
+                    f"torch {req.torch} ({origin}) cannot be installed on this machine: {first.message}",
                     ("nearest versions that work here: " + "; ".join(options) + ". Pass one explicitly "
                      "(envkit never moves a pinned torch by itself)") if options else
-                    (exc.hint or "update the NVIDIA driver, or use --cuda cpu for a CPU build")) from exc
+                    (first.hint or "update the NVIDIA driver, or use --cuda cpu for a CPU build")) from first
             chosen = _with_index(chosen, index_base)
         else:
             from envkit.detect import detect

@@ -322,9 +322,14 @@ def adapt(parsed: Parsed, sel: Selection | None, machine: Machine, *, name: str 
                 changes.append(f"dropped the {spec.channel}:: prefix of {raw} (the selection does not use "
                                f"that channel)")
                 spec = replace(spec, channel="")
-            if _CUDA_LIB_RE.match(spec.name) and (spec.version or spec.build):
+            if _CUDA_LIB_RE.match(spec.name) and spec.build:
+                # from `conda env export`: a transitive part of the old CUDA stack; the selection brings its own
+                changes.append(f"removed {raw} (CUDA runtime library of the old machine; the selection brings "
+                               "its own)")
+                continue
+            if _CUDA_LIB_RE.match(spec.name) and spec.version:
                 changes.append(f"unpinned {raw} -> {spec.name} (its CUDA version follows the selection)")
-                spec = replace(spec, version="", build="")
+                spec = replace(spec, version="")
         elif spec.name == "cudatoolkit" and spec.exact_version:
             _driver_note(spec, machine, changes)
         if spec.build and not _is_cuda_selector(spec):
