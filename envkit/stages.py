@@ -155,7 +155,11 @@ def render_env(*, spec: str | None = None, from_file: Path | None = None, name: 
                     machine, chosen = detect_and_select(replace(req, flavor=flavor), driver_version=driver_version,
                                                         compute_capabilities=compute_capabilities)
                 except SelectionError as exc:
-                    first = first or exc
+                    # the explanation that matters comes from a flavor that has the version at all
+                    unpublished = "not published" in exc.message or "channel: " in exc.message
+                    if first is None or (not unpublished and ("not published" in first.message
+                                                              or "channel: " in first.message)):
+                        first = exc
                     continue
                 if flavor != flavors[0]:
                     notes.append(f"torch {chosen.torch} comes from the {flavor} flavor: the {flavors[0]} flavor has no "

@@ -24,6 +24,10 @@ from envkit.render.mirrors import Mirror, apply_channels, canonical_channel
 
 # Packages whose only job is to pick a CUDA (or CPU) variant of torch: the selection writes its own.
 CUDA_SPECIFIC = {"pytorch-cuda", "cudatoolkit", "cuda-version", "cpuonly", "pytorch-mutex"}
+# What the pytorch channel's pytorch pulls in by itself (its triton build): the selection's pytorch brings its own.
+TORCH_TRANSITIVE = {"torchtriton"}
+# A build string that only says "a CUDA build" (conda-forge's cuda* / *cuda* / cuda120*): kept, not a machine's build.
+_CUDA_SELECTOR_RE = re.compile(r"^\*?cuda[0-9]*\*$")
 # conda-forge metapackages that stand for pytorch itself (pytorch-gpu = pytorch=*=cuda*)
 TORCH_ALIASES = {"pytorch-gpu", "pytorch-cpu"}
 TORCH_CONDA = {"pytorch", "torchvision", "torchaudio"}
@@ -130,7 +134,7 @@ def parse_file(path: Path) -> Parsed:
             has_torch = True
         if spec.name == "python" and spec.exact_version:
             python = ".".join(spec.exact_version.split(".")[:2])
-        if spec.channel.split("/")[0] == "pytorch" or spec.name == "cudatoolkit":
+        if spec.channel.split("/")[0] == "pytorch":
             uses_pytorch = True
     for line in pip:
         if line.name.lower() in TORCH_PIP and not line.option:
@@ -215,7 +219,9 @@ def cu_tag(sel: Selection) -> str:
 def _resolve(arg: str, folder: Path) -> str:
     """A relative pip path made absolute against the env file's folder (extras suffix kept)."""
     path, extras = (arg[: arg.index("[")], arg[arg.index("["):]) if arg.endswith("]") and "[" in arg else (arg, "")
-    if path.startswith("file:") or path.startswith(("/", "~")):
+    if path.startswith("file:") and not path.startswith("file:/"):
+        path = path[len("file:"):]  # conda's documented `-r file:requirements.txt`
+    if path.startswith(("file:", "/", "~", "$")):
         return arg
     return str((folder / path).resolve()) + extras
 
@@ -312,6 +318,9 @@ def adapt(parsed: Parsed, sel: Selection | None, machine: Machine, *, name: str 
             if spec.name in CUDA_SPECIFIC:
                 _cuda_pin_change(raw, spec, sel, changes)
                 continue
+            if spec.name in TORCH_TRANSITIVE:
+                changes.append(f"removed {raw} (comes with the pytorch channel's own pytorch builds)")
+                continue
             if spec.name == "python":
                 old = spec.exact_version or raw
                 if not old.startswith(sel.python):
@@ -348,9 +357,10 @@ def adapt(parsed: Parsed, sel: Selection | None, machine: Machine, *, name: str 
     for line in parsed.pip:
         text = line.text
         if line.option in ("--index-url", "--extra-index-url", "-f") and _PYTORCH_URL_RE.search(line.arg):
-            if torch_mode:
-                changes.append(f"removed pip line {text} (PyTorch index of the old machine; the selection "
-                               "adds its own)")
+            if sel is not None:
+                if text not in _index_lines(sel):
+                    changes.append(f"removed pip line {text} (PyTorch index of the old machine; the selection "
+                                   "adds its own)")
                 continue
         if line.option == "--index-url" and mirror is not None:
             changes.append(f"replaced pip line {text} with the mirror's index")
@@ -415,7 +425,7 @@ def adapt(parsed: Parsed, sel: Selection | None, machine: Machine, *, name: str 
 
 
 def _is_cuda_selector(spec: CondaSpec) -> bool:
-    return spec.name in ("pytorch", "pytorch-gpu") and spec.build in ("cuda*", "*cuda*")
+    return bool(_CUDA_SELECTOR_RE.match(spec.build))
 
 
 def _python_why(sel: Selection) -> str:
