@@ -54,8 +54,10 @@ class Parsed:
 
     name: Any  # as written (may be missing, 'base', a path, not a string)
     channels: tuple[str, ...]
-    conda: tuple[tuple[str, CondaSpec], ...]  # (as written, parsed)
-    pip: tuple[PipLine, ...]
+    conda: tuple[str, ...]  # as written
+    specs: tuple[CondaSpec, ...]  # the same, parsed
+    pip: tuple[str, ...]  # normalised requirements-file lines
+    pip_lines: tuple[PipLine, ...]  # the same, parsed
     variables: tuple[tuple[str, str], ...]
     torch: str | None  # the file's torch pin: '1.12.1', '1.12', '>=1.7,<2' (None: no pin or no torch)
     python: str | None
@@ -65,10 +67,6 @@ class Parsed:
     had_prefix: str | None
     folder: Path
     ignored_keys: tuple[str, ...] = ()
-
-    @property
-    def conda_raw(self) -> tuple[str, ...]:
-        return tuple(raw for raw, _ in self.conda)
 
 
 def _version_text(spec: CondaSpec) -> str | None:
@@ -146,7 +144,8 @@ def parse_file(path: Path) -> Parsed:
     ignored = tuple(sorted(str(k) for k in raw if k not in ("name", "channels", "dependencies", "variables",
                                                               "prefix")))
     return Parsed(name=raw.get("name"), channels=tuple(str(c) for c in channels if c is not None),
-                  conda=tuple(conda), pip=tuple(pip),
+                  conda=tuple(r for r, _ in conda), specs=tuple(s for _, s in conda),
+                  pip=tuple(line.text for line in pip), pip_lines=tuple(pip),
                   variables=check_variables(raw.get("variables"), f"{path}: variables"), torch=torch,
                   python=python, torch_from_pip=from_pip, has_torch=has_torch, uses_pytorch_channel=uses_pytorch,
                   had_prefix=str(prefix) if prefix else None, folder=path.resolve().parent, ignored_keys=ignored)
@@ -297,11 +296,12 @@ def adapt(parsed: Parsed, sel: Selection | None, machine: Machine, *, name: str 
     torch_mode = sel is not None
     wanted: set[str] = set()
     file_versions: dict[str, str] = {}
+    file_locals: dict[str, str] = {}  # pip pins with a +cuXYZ/+cpu local version, as written
     kept: list[str] = []
     builds_dropped: list[str] = []
     platform_dropped: list[str] = []
     sel_channels = set(sel.channels) if sel else set()
-    for raw, spec in parsed.conda:
+    for raw, spec in zip(parsed.conda, parsed.specs):
         if PLATFORM_ONLY.match(spec.name):
             platform_dropped.append(spec.name)
             continue
@@ -354,7 +354,7 @@ def adapt(parsed: Parsed, sel: Selection | None, machine: Machine, *, name: str 
         changes.append(f"left out {', '.join(platform_dropped)} (Windows/macOS-only packages: no linux-64 build)")
     pip_kept: list[str] = []
     resolved = False
-    for line in parsed.pip:
+    for line in parsed.pip_lines:
         text = line.text
         if line.option in ("--index-url", "--extra-index-url", "-f") and _PYTORCH_URL_RE.search(line.arg):
             if sel is not None:
@@ -371,6 +371,9 @@ def adapt(parsed: Parsed, sel: Selection | None, machine: Machine, *, name: str 
             version = _pip_version_text(line)
             if version:
                 file_versions.setdefault(key, version)
+            local = re.search(r"==\s*([0-9][^\s;]*\+[A-Za-z0-9.]+)", line.arg)
+            if local:
+                file_locals[key] = local.group(1)
             continue
         if line.local_path:
             new_arg = _resolve(line.arg, parsed.folder)
@@ -397,6 +400,11 @@ def adapt(parsed: Parsed, sel: Selection | None, machine: Machine, *, name: str 
         sel = kept_pairs(sel, file_versions)
         torch_conda, torch_pip, notes = torch_lines(sel, wanted | {"pytorch"})
         changes += _version_changes(file_versions, sel)
+        for key, old_local in file_locals.items():
+            pkg = "torch" if key == "pytorch" else key
+            new_line = next((p for p in torch_pip if p.startswith(f"{pkg}==")), None)
+            if new_line and new_line.split("==", 1)[1] != old_local:
+                changes.append(f"{pkg} {old_local} -> {new_line.split('==', 1)[1]} (this machine's build)")
         changes += notes
         deps = [f"python={sel.python}", *torch_conda]
     deps += [k for k in kept if k not in deps]

@@ -169,7 +169,7 @@ PIP_OPTIONS = {
     "--find-links": True, "--trusted-host": True, "--pre": False, "--prefer-binary": False,
     "--only-binary": True, "--no-binary": True, "--require-hashes": False, "--use-feature": True,
     "-c": True, "--constraint": True, "-r": True, "--requirement": True, "-e": True, "--editable": True,
-    "--config-settings": True, "-C": True, "--global-option": True, "--no-build-isolation": False,
+    "--config-settings": True, "-C": True, "--global-option": True,
 }
 # per-requirement options allowed after a requirement on the same line
 _PER_REQ = ("--hash", "--config-settings", "-C", "--global-option")
