@@ -110,6 +110,8 @@ def parse_file(path: Path) -> Parsed:
         if item is None:
             continue
         if isinstance(item, dict) and "pip" in item and len(item) == 1:
+            if item["pip"] is None:
+                continue
             if not isinstance(item["pip"], list):
                 raise RenderError(f"{path}: the pip section must be a list", "fix the file")
             pip += [parse_pip_line(p, f"{path}: pip") for p in item["pip"] if p is not None]
@@ -140,6 +142,12 @@ def parse_file(path: Path) -> Parsed:
             if line.name.lower() == "torch":
                 from_pip = True
                 torch = torch or _pip_version_text(line)
+    if not has_torch:
+        # `- -r requirements.txt` holding the torch pin is a common shape: pip installs it, so it is the file's torch
+        nested = _nested_pins(tuple(pip), path.resolve().parent)
+        if "torch" in nested:
+            has_torch = from_pip = True
+            torch = nested["torch"]
     prefix = raw.get("prefix")
     ignored = tuple(sorted(str(k) for k in raw if k not in ("name", "channels", "dependencies", "variables",
                                                               "prefix")))
@@ -391,6 +399,12 @@ def adapt(parsed: Parsed, sel: Selection | None, machine: Machine, *, name: str 
     if resolved:
         changes.append(f"relative pip paths made absolute against {parsed.folder} (the file's folder: conda "
                        "runs pip from there)")
+    if sel is not None:
+        changes += _nested_torch_pins(parsed, sel)
+        for pkg, version in _nested_pins(parsed.pip_lines, parsed.folder).items():
+            key = "pytorch" if pkg == "torch" else pkg
+            wanted.add(key)  # the -r file's torchvision must be this machine's build too
+            file_versions.setdefault(key, version)
     channels, channel_changes = _channels(parsed, sel, mirror, source)
     changes += channel_changes
     torch_conda: list[str] = []
@@ -407,6 +421,8 @@ def adapt(parsed: Parsed, sel: Selection | None, machine: Machine, *, name: str 
                 changes.append(f"{pkg} {old_local} -> {new_line.split('==', 1)[1]} (this machine's build)")
         changes += notes
         deps = [f"python={sel.python}", *torch_conda]
+        if not any(spec.name == "python" for spec in parsed.specs):
+            changes.append(f"added python={sel.python} ({_python_why(sel)})")
     deps += [k for k in kept if k not in deps]
     pip: list[str] = []
     if (torch_pip or pip_kept) and mirror is not None and mirror.pypi:
@@ -430,6 +446,54 @@ def adapt(parsed: Parsed, sel: Selection | None, machine: Machine, *, name: str 
         header.append(f"relative pip paths were resolved against {parsed.folder} (conda runs pip there)")
     header += ["changes:", *[f"  - {c}" for c in changes]]
     return EnvFile(env_name, tuple(channels), tuple(deps), tuple(pip), parsed.variables, tuple(header)), changes
+
+
+_NESTED_PIN_RE = re.compile(r"^\s*(torch|torchvision|torchaudio)\s*(==|===)\s*([0-9][^\s;#+]*)")
+
+
+def _nested_files(lines: tuple[PipLine, ...], folder: Path) -> list[tuple[PipLine, Path, str]]:
+    """(line, path, text) of the -r/-c files a pip section names, one level deep, when readable."""
+    out = []
+    for line in lines:
+        if line.option not in ("-r", "-c"):
+            continue
+        path = Path(_resolve(line.arg, folder).removeprefix("file:"))
+        try:
+            with path.open(encoding="utf-8", errors="replace") as handle:
+                out.append((line, path, handle.read(200_000)))
+        except OSError:
+            continue
+    return out
+
+
+def _nested_pins(lines: tuple[PipLine, ...], folder: Path) -> dict[str, str]:
+    """torch-family == pins inside -r files (what pip will install from them)."""
+    pins: dict[str, str] = {}
+    for line, _path, text in _nested_files(lines, folder):
+        if line.option == "-r":
+            for raw in text.splitlines():
+                match = _NESTED_PIN_RE.match(raw)
+                if match:
+                    pins.setdefault(match.group(1), match.group(3))
+    return pins
+
+
+def _nested_torch_pins(parsed: Parsed, sel: Selection) -> list[str]:
+    """A -r/-c file pinning another torch would fight the selection inside pip: say so before pip does."""
+    notes = []
+    for line, path, text in _nested_files(parsed.pip_lines, parsed.folder):
+        for raw in text.splitlines():
+            match = _NESTED_PIN_RE.match(raw)
+            if not match:
+                continue
+            want = _pairs(sel).get(match.group(1))
+            if want is not None and match.group(3) != want:
+                notes.append(f"note: {path.name} (pip {line.option}) pins {match.group(0).strip()}, but this "
+                             f"machine gets {match.group(1)} {want}: pip will refuse the pair; edit that line")
+            elif want is not None:
+                notes.append(f"{path.name} (pip {line.option}) pins {match.group(0).strip()}: pip takes "
+                             f"this machine's {match.group(1)}=={want} build for it")
+    return notes
 
 
 def _is_cuda_selector(spec: CondaSpec) -> bool:
