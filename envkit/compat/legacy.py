@@ -316,9 +316,14 @@ def select(machine: Machine, request: Request) -> Selection:
                          pip_index_url=index, reasons=tuple(all_reasons),
                          minor_version_compat=bool(build and ceiling and build.cuda_version > Version(ceiling)))
     binding = failures[0]
-    rest = failures[1:3]
+    rule = binding.split(":")[0]
+    rest = [f for f in failures[1:] if f.split(":")[0] != rule][:2]  # one line per failing rule
     message = f"no {flavor} build of torch {wanted} fits this machine: {binding}"
     if rest:
         message += " (also: " + "; ".join(rest) + ")"
-    raise SelectionError(message, "pick a version that works here with --torch, or --cuda cpu for a CPU build")
+    hint = "pick a version that works here with --torch, or --cuda cpu for a CPU build"
+    if rule == "python":
+        hint = f"pass --python {releases[0].python[-1]} (torch {releases[0].version} supports " \
+               f"{releases[0].python[0]}-{releases[0].python[-1]}), or " + hint
+    raise SelectionError(message, hint)
 
