@@ -57,20 +57,67 @@ class Rendered:
     spec_name: str | None = None
 
 
+@dataclass(frozen=True)
+class CatalogueChoice:
+    """Where selection learns what exists: the policy (auto | offline | refresh) and the sources."""
+
+    mode: str = "auto"
+    mirror: str | None = None  # --mirror value (profile name or URL)
+    channels: tuple[str, ...] = ()  # --channel URLs replace the flavor's channels
+    index_base: str | None = None  # ENVKIT_PYTORCH_INDEX / config pytorch_index
+
+
+DEFAULT_CATALOGUE = CatalogueChoice()
+
+
+def obtain_catalogue(flavor: str, choice: CatalogueChoice) -> Any:
+    """The live (or cached) catalogue for a flavor, or None with the reason the static data stands in."""
+    from envkit.config import load_file_config
+    from envkit.engines.catalogue import obtain
+    from envkit.render import mirrors
+
+    config = load_file_config().data
+    mirror = mirrors.resolve(choice.mirror, config)
+    index_base = choice.index_base or os.environ.get("ENVKIT_PYTORCH_INDEX") or config.get("pytorch_index")
+    channels: tuple[str, ...] = ()
+    if choice.channels and flavor != "pip":
+        channels = tuple(mirrors.canonical_channel(c, config) if mirror else c for c in choice.channels)
+    return obtain(flavor, mode=choice.mode, mirror=mirror, mirror_value=choice.mirror, channels=channels,
+                  index_base=index_base)
+
+
+def catalogue_table(machine: Machine, request: Request, choice: CatalogueChoice,
+                    flavors: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """`envkit detect --catalogue`: per flavor, what its catalogue offers and whether it fits this machine."""
+    from envkit import output
+    from envkit.compat.select import offers
+    from envkit.models import FLAVORS
+
+    result: dict[str, Any] = {"machine": output.machine_json(machine), "flavors": []}
+    for flavor in flavors or FLAVORS:
+        obtained = obtain_catalogue(flavor, choice)
+        rows = offers(machine, replace(request, flavor=flavor), obtained.catalogue)
+        result["flavors"].append({"flavor": flavor, "source": obtained.note, "offers": rows})
+    return result
+
+
 def detect_and_select(request: Request, *, driver_version: str | None = None,
-                      compute_capabilities: tuple[str, ...] = (), python_candidates: list[str | None] | None = None
-                      ) -> tuple[Machine, Selection]:
-    """detect() then select(); a spec's Python range is tried in order of preference."""
+                      compute_capabilities: tuple[str, ...] = (), python_candidates: list[str | None] | None = None,
+                      catalogue: CatalogueChoice = DEFAULT_CATALOGUE) -> tuple[Machine, Selection]:
+    """detect() then select() against what the flavor's channels publish; a spec's Python range is
+    tried in order of preference."""
     from envkit.compat.select import select
     from envkit.detect import detect
     from envkit.errors import SelectionError
 
     machine = detect(driver_version=driver_version, compute_capabilities=compute_capabilities, cuda=request.cuda)
+    obtained = obtain_catalogue(request.flavor, catalogue)
     candidates = python_candidates or [request.python]
     first_error: SelectionError | None = None
     for python in candidates:
         try:
-            return machine, select(machine, replace(request, python=python))
+            return machine, select(machine, replace(request, python=python), catalogue=obtained.catalogue,
+                                   source_note=obtained.note)
         except SelectionError as exc:
             first_error = first_error or exc
     assert first_error is not None
@@ -89,7 +136,7 @@ def _with_index(selection: Selection, base: str | None) -> Selection:
 
 
 def _working_versions(req: Request, driver_version: str | None, compute_capabilities: tuple[str, ...],
-                     limit: int = 3) -> list[str]:
+                     catalogue: CatalogueChoice = DEFAULT_CATALOGUE, limit: int = 3) -> list[str]:
     """The torch releases nearest the wanted one that this machine runs, as `--torch X` options."""
     from packaging.version import InvalidVersion, Version
 
@@ -115,7 +162,7 @@ def _working_versions(req: Request, driver_version: str | None, compute_capabili
             try:
                 _machine, sel = detect_and_select(replace(req, torch=minor, flavor=flavor, python=python),
                                                   driver_version=driver_version,
-                                                  compute_capabilities=compute_capabilities)
+                                                  compute_capabilities=compute_capabilities, catalogue=catalogue)
             except (SelectionError, UsageError):
                 continue
             where = f"CUDA {sel.cuda}" if sel.cuda else "CPU"
@@ -126,9 +173,16 @@ def _working_versions(req: Request, driver_version: str | None, compute_capabili
     return found
 
 
+def _unpublished(exc: Exception) -> bool:
+    """A flavor that lacks the version altogether explains less than one whose build does not fit."""
+    message = getattr(exc, "message", str(exc))
+    return any(m in message for m in ("not published", "channel: ", "does not exist"))
+
+
 def render_env(*, spec: str | None = None, from_file: Path | None = None, name: str | None = None,
                request: Request = DEFAULT_REQUEST, flavor_given: bool = False, mirror: str | None = None,
-               driver_version: str | None = None, compute_capabilities: tuple[str, ...] = ()) -> Rendered:
+               driver_version: str | None = None, compute_capabilities: tuple[str, ...] = (),
+               catalogue_mode: str = "auto", channels: tuple[str, ...] = ()) -> Rendered:
     """A spec (or a colleague's file) + this machine -> environment.yml text."""
     from envkit.config import load_file_config
     from envkit.locations import check_name
@@ -138,6 +192,7 @@ def render_env(*, spec: str | None = None, from_file: Path | None = None, name: 
     config = load_file_config().data
     profile = mirrors.resolve(mirror, config)
     index_base = os.environ.get("ENVKIT_PYTORCH_INDEX") or config.get("pytorch_index")
+    choice = CatalogueChoice(catalogue_mode, mirror, channels, index_base)
     if from_file is not None:
         from envkit.render.adapt import adapt, flavor_order, parse_file, request_from
 
@@ -153,12 +208,10 @@ def render_env(*, spec: str | None = None, from_file: Path | None = None, name: 
             for flavor in flavors:
                 try:
                     machine, chosen = detect_and_select(replace(req, flavor=flavor), driver_version=driver_version,
-                                                        compute_capabilities=compute_capabilities)
+                                                        compute_capabilities=compute_capabilities, catalogue=choice)
                 except SelectionError as exc:
                     # the explanation that matters comes from a flavor that has the version at all
-                    unpublished = "not published" in exc.message or "channel: " in exc.message
-                    if first is None or (not unpublished and ("not published" in first.message
-                                                              or "channel: " in first.message)):
+                    if first is None or (not _unpublished(exc) and _unpublished(first)):
                         first = exc
                     continue
                 if flavor != flavors[0]:
@@ -171,7 +224,7 @@ def render_env(*, spec: str | None = None, from_file: Path | None = None, name: 
                     raise first
                 # a pinned torch is the user's decision: stop, say which rule fails, offer the nearest that work
                 origin = "--torch" if request.torch is not None else f"pinned in {from_file.name}"
-                options = _working_versions(req, driver_version, compute_capabilities)
+                options = _working_versions(req, driver_version, compute_capabilities, choice)
                 raise SelectionError(
                     f"torch {req.torch} ({origin}) cannot be installed on this machine: {first.message}",
                     ("nearest versions that work here: " + "; ".join(options) + ". Pass one explicitly "
@@ -194,7 +247,7 @@ def render_env(*, spec: str | None = None, from_file: Path | None = None, name: 
         request = replace(request, flavor=env_spec.flavor)
     machine, selection = detect_and_select(
         request, driver_version=driver_version, compute_capabilities=compute_capabilities,
-        python_candidates=python_candidates(env_spec.python, request.python))
+        python_candidates=python_candidates(env_spec.python, request.python), catalogue=choice)
     selection = _with_index(selection, index_base)
     envfile = build_envfile(env_spec, selection, machine, name=check_name(name or env_spec.name), mirror=profile)
     return Rendered(envfile.render(), envfile, selection, machine, (), env_spec.name)

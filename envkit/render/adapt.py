@@ -264,7 +264,7 @@ def torch_lines(sel: Selection, wanted: set[str]) -> tuple[list[str], list[str],
             continue
         version = _pairs(sel)[extra]
         if version is None:
-            notes.append(f"{extra} left out: torch {sel.torch} has no {extra} release (maintenance mode)")
+            notes.append(f"{extra} left out: the {sel.flavor} flavor has no {extra} paired with torch {sel.torch}")
             continue
         if sel.flavor == "pip":
             local = (legacy.pip_version(old[0], extra, sel.variant) if old and sel.torch == old[0].version

@@ -270,7 +270,7 @@ def test_pip_flavor_uses_the_pytorch_index(capsys: pytest.CaptureFixture[str], s
                              "--no-verify")
     assert code == 0, err
     site = isolated / "envs" / "wheels" / "lib" / f"python{PY}" / "site-packages"
-    assert (site / "torch-2.14.1+cu130.dist-info").is_dir()
+    assert (site / "torch-2.14.0+cu130.dist-info").is_dir()
     assert server.hits("/whl/cu130/torch/")
 
 
@@ -280,13 +280,13 @@ def test_a_cpu_wheel_pin_is_replaced_by_the_gpu_selection(capsys: pytest.Capture
     monkeypatch.setenv("ENVKIT_PYTORCH_INDEX", f"{server.url}/whl")
     file = tmp_path / "cpu-wheel.yml"
     file.write_text(f"name: w\nchannels:\n  - conda-forge\ndependencies:\n  - python={PY}\n  - pip\n  - pip:\n"
-                    f"      - --extra-index-url https://download.pytorch.org/whl/cpu\n      - torch==2.14.1+cpu\n")
+                    f"      - --extra-index-url https://download.pytorch.org/whl/cpu\n      - torch==2.14.0+cpu\n")
     code, _out, err = run_cli(capsys, "create", "w", "--file", str(file), *GPU, "--mirror", server.url,
                               "--no-verify", "--python", PY)
     assert code == 0, err
-    assert "torch 2.14.1+cpu -> 2.14.1+cu130 (this machine's build)" in err and "removed pip line --extra-index-url" in err
+    assert "torch 2.14.0+cpu -> 2.14.0+cu130 (this machine's build)" in err and "removed pip line --extra-index-url" in err
     site = isolated / "envs" / "w" / "lib" / f"python{PY}" / "site-packages"
-    assert (site / "torch-2.14.1+cu130.dist-info").is_dir() and not (site / "torch-2.14.1+cpu.dist-info").exists()
+    assert (site / "torch-2.14.0+cu130.dist-info").is_dir() and not (site / "torch-2.14.0+cpu.dist-info").exists()
 
 
 def test_pip_guard_refuses_a_cpu_wheel_for_a_gpu_selection() -> None:
@@ -294,11 +294,11 @@ def test_pip_guard_refuses_a_cpu_wheel_for_a_gpu_selection() -> None:
     from envkit.errors import PlanGuardError
     from envkit.models import Selection
 
-    sel = Selection("pip", "2.14.1", None, None, "13.0", PY, "cu130", (), ("conda-forge",), (), "x", ())
+    sel = Selection("pip", "2.14.0", None, None, "13.0", PY, "cu130", (), ("conda-forge",), (), "x", ())
     with pytest.raises(PlanGuardError, match="CPU wheel"):
-        pip_guard(sel, [("torch", "2.14.1+cpu")])
-    pip_guard(sel, [("torch", "2.14.1+cu130")])  # the right wheel passes
-    pip_guard(None, [("torch", "2.14.1+cpu")])  # no GPU selection: nothing to guard
+        pip_guard(sel, [("torch", "2.14.0+cpu")])
+    pip_guard(sel, [("torch", "2.14.0+cu130")])  # the right wheel passes
+    pip_guard(None, [("torch", "2.14.0+cpu")])  # no GPU selection: nothing to guard
 
 
 def test_stale_staging_is_swept(capsys: pytest.CaptureFixture[str], server: ChannelServer, isolated: Path) -> None:

@@ -50,7 +50,7 @@ def test_every_golden_file_parses_with_conda_lock(case: Case, tmp_path: Path) ->
         text = path.read_text()
         variant = "cu130" if case.gpu else "cpu"
         assert f"--extra-index-url https://download.pytorch.org/whl/{variant}" in text
-        assert f"torch==2.14.1+{variant}" in text  # the index line and the local-version pin travel together
+        assert f"torch==2.14.0+{variant}" in text  # the index line and the local-version pin travel together
     else:
         assert deps["pytorch"].manager == "conda"
     if case.flavor == "conda-forge":
@@ -303,7 +303,7 @@ def test_config_file_defaults_come_after_flags_and_env(capsys: pytest.CaptureFix
     config.write_text("flavor: pip\nmirror: tuna\ncuda: '12.4'\n")
     monkeypatch.setenv("ENVKIT_CONFIG", str(config))
     code, out, _ = run_cli(capsys, "render", "minimal")
-    assert code == 0 and "torch==2.14.1+cu126" in out and "pypi.tuna.tsinghua.edu.cn" in out
+    assert code == 0 and "torch==2.14.0+cu126" in out and "pypi.tuna.tsinghua.edu.cn" in out
     monkeypatch.setenv("ENVKIT_FLAVOR", "conda-forge")  # the environment beats the file
     code, out, _ = run_cli(capsys, "render", "minimal", "--mirror", "ustc")  # and a flag beats both
     assert code == 0 and "pytorch=" in out and "mirrors.ustc.edu.cn" in out
