@@ -232,9 +232,9 @@ def render(spec: str | None, from_file: str | None, spec_path: str | None, outpu
         out.plain(f"changed: {change}", err=True)
     if output:
         atomic_write_text(Path(output), result.text)
-        out.plain(f"wrote {output}: torch {result.selection.torch} "
-                  + (f"CUDA {result.selection.cuda}" if result.selection.cuda else "CPU") + f", {result.selection.flavor}",
-                  err=True)
+        sel = result.selection
+        out.plain(f"wrote {output}: " + ("no torch (file passed through)" if sel is None else f"torch {sel.torch} "
+                  + (f"CUDA {sel.cuda}" if sel.cuda else "CPU") + f", {sel.flavor}"), err=True)
     else:
         sys.stdout.write(result.text)
 

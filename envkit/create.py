@@ -350,6 +350,18 @@ def _fix_shebangs(prefix: Path, staging: Path, final: Path) -> None:
             script.write_bytes(data.replace(old, new))
 
 
+def _fix_editables(staging: Path, final: Path) -> None:
+    """`-e git+...` clones into <staging>/src and pip's .pth/finder files point there: re-point them
+    at the final prefix, as _fix_shebangs does for entry points (issue 10)."""
+    old, new = str(staging), str(final)
+    for site in staging.glob("lib/python*/site-packages"):
+        for path in [*site.glob("*.pth"), *site.glob("__editable__*.py"), *site.glob("*.egg-link"),
+                     *site.glob("*.dist-info/direct_url.json")]:
+            text = path.read_text(encoding="utf-8", errors="surrogateescape")
+            if old in text:
+                path.write_text(text.replace(old, new), encoding="utf-8", errors="surrogateescape")
+
+
 # -- pip ----------------------------------------------------------------------------------------
 def pip_index_env(lines: Sequence[str]) -> tuple[list[str], dict[str, str]]:
     """Index lines whose server needs credentials move out of the file into pip's environment
@@ -527,6 +539,7 @@ def create_env(opts: CreateOptions, progress: Any = None, on_line: Any = None) -
                 with timer.phase("pip"):
                     pip_installed = _run_pip(staging, envfile.pip, selection, on_line)
                 _fix_shebangs(staging, staging, prefix)
+                _fix_editables(staging, prefix)
             _write_meta(staging, opts, env_text, selection, machine, packages, timer, settings.cuda_override)
             _write_state(staging, envfile)
             _write_history(staging, opts, packages, specs)

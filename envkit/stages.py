@@ -51,7 +51,7 @@ class Rendered:
 
     text: str
     envfile: EnvFile
-    selection: Selection
+    selection: Selection | None  # None: a --from file without torch (no torch stack chosen)
     machine: Machine
     changes: tuple[str, ...] = ()
     spec_name: str | None = None
@@ -158,25 +158,48 @@ def with_pytorch_index(selection: Selection, base: str | None = None) -> Selecti
                    reasons=tuple(r.replace(f"{PYTORCH_INDEX}/", f"{clean}/") for r in selection.reasons))
 
 
-def _nearest_torch(req: Request, driver_version: str | None, compute_capabilities: tuple[str, ...],
-                   error: Exception, catalogue: CatalogueChoice = DEFAULT_CATALOGUE) -> tuple[Machine, Selection]:
-    """Newer releases first (closest first), then older ones: stay as near the file's torch as possible."""
-    from packaging.version import Version
+def _working_versions(req: Request, driver_version: str | None, compute_capabilities: tuple[str, ...],
+                     catalogue: CatalogueChoice = DEFAULT_CATALOGUE, limit: int = 3) -> list[str]:
+    """The torch releases nearest the wanted one that this machine runs, as `--torch X` options."""
+    from packaging.version import InvalidVersion, Version
 
-    from envkit.compat import load
-    from envkit.errors import SelectionError
+    from envkit.compat import legacy, load
+    from envkit.errors import SelectionError, UsageError
 
-    wanted = Version(req.torch or "0")
-    minors = [r.minor for r in load().releases]
-    newer = sorted((m for m in minors if Version(m) > wanted), key=Version)
-    older = sorted((m for m in minors if Version(m) < wanted), key=Version, reverse=True)
-    for minor in newer + older:
-        try:
-            return detect_and_select(replace(req, torch=minor), driver_version=driver_version,
-                                     compute_capabilities=compute_capabilities, catalogue=catalogue)
-        except SelectionError:
-            continue
-    raise error
+    try:
+        wanted = Version((req.torch or "0").lstrip("=<>!~").split(",")[0])
+    except InvalidVersion:
+        wanted = Version("0")
+    minors = {r.minor for r in load().releases} | {r.minor for r in legacy.load().releases}
+
+    def distance(minor: str) -> tuple[int, int]:
+        v = Version(minor)
+        return abs((v.major * 100 + v.minor) - (wanted.major * 100 + wanted.minor)), -int(v > wanted)
+
+    found: list[str] = []
+    for minor in sorted(minors, key=distance):
+        if len(found) >= limit:
+            break
+        for flavor, python in dict.fromkeys((f, p) for f in (req.flavor, "conda-forge", "pip", "pytorch")
+                                            for p in (req.python, None)):
+            try:
+                _machine, sel = detect_and_select(replace(req, torch=minor, flavor=flavor, python=python),
+                                                  driver_version=driver_version,
+                                                  compute_capabilities=compute_capabilities, catalogue=catalogue)
+            except (SelectionError, UsageError):
+                continue
+            where = f"CUDA {sel.cuda}" if sel.cuda else "CPU"
+            flag = ("" if flavor == req.flavor else f" --flavor {flavor}") + (
+                f" --python {sel.python}" if req.python and sel.python != req.python else "")
+            found.append(f"--torch {minor}{flag} (torch {sel.torch}, {where})")
+            break
+    return found
+
+
+def _unpublished(exc: Exception) -> bool:
+    """A flavor that lacks the version altogether explains less than one whose build does not fit."""
+    message = getattr(exc, "message", str(exc))
+    return any(m in message for m in ("not published", "channel: ", "does not exist"))
 
 
 def render_env(*, spec: str | None = None, from_file: Path | None = None, name: str | None = None,
@@ -194,28 +217,52 @@ def render_env(*, spec: str | None = None, from_file: Path | None = None, name: 
     index_base = pytorch_index_base(config)
     choice = CatalogueChoice(catalogue_mode, mirror, channels, index_base)
     if from_file is not None:
-        from envkit.render.adapt import adapt, parse_file, request_from
+        from envkit.render.adapt import adapt, flavor_order, parse_file, request_from
 
         from envkit.errors import SelectionError
 
         parsed = parse_file(from_file)
         req = request_from(parsed, request, flavor_given)
-        fallback: list[str] = []
-        try:
-            machine, selection = detect_and_select(req, driver_version=driver_version,
-                                                   compute_capabilities=compute_capabilities, catalogue=choice)
-        except SelectionError as exc:
-            if request.torch is not None or req.torch is None:
-                raise
-            # the colleague's torch does not fit this machine: take the nearest release that does, loudly
-            machine, selection = _nearest_torch(req, driver_version, compute_capabilities, exc, choice)
-            fallback.append(f"torch {req.torch} (from the file) does not fit this machine ({exc.message}); "
-                            f"using torch {selection.torch} instead (pin another with --torch)")
-        selection = with_pytorch_index(selection, index_base)
-        envfile, changes = adapt(parsed, selection, machine, name=name, mirror=profile, source=str(from_file),
-                                 extra_changes=fallback)
+        chosen: Selection | None = None
+        notes: list[str] = []
+        if parsed.has_torch or request.torch is not None:
+            flavors = (req.flavor,) if flavor_given else flavor_order(parsed, req.torch)
+            first: SelectionError | None = None
+            for flavor in flavors:
+                try:
+                    machine, chosen = detect_and_select(replace(req, flavor=flavor), driver_version=driver_version,
+                                                        compute_capabilities=compute_capabilities, catalogue=choice)
+                except SelectionError as exc:
+                    # the explanation that matters comes from a flavor that has the version at all
+                    if first is None or (not _unpublished(exc) and _unpublished(first)):
+                        first = exc
+                    continue
+                if flavor != flavors[0]:
+                    notes.append(f"torch {chosen.torch} comes from the {flavor} flavor: the {flavors[0]} flavor has no "
+                                 "build of it for this machine (the version stays; --flavor chooses)")
+                break
+            if chosen is None:
+                assert first is not None
+                if req.torch is None:
+                    raise first
+                # a pinned torch is the user's decision: stop, say which rule fails, offer the nearest that work
+                origin = "--torch" if request.torch is not None else f"pinned in {from_file.name}"
+                options = _working_versions(req, driver_version, compute_capabilities, choice)
+                raise SelectionError(
+                    f"torch {req.torch} ({origin}) cannot be installed on this machine: {first.message}",
+                    ("nearest versions that work here: " + "; ".join(options) + ". Pass one explicitly "
+                     "(envkit never moves a pinned torch by itself)") if options else
+                    (first.hint or "update the NVIDIA driver, or use --cuda cpu for a CPU build")) from first
+            chosen = with_pytorch_index(chosen, index_base)
+        else:
+            from envkit.detect import detect
+
+            machine = detect(driver_version=driver_version, compute_capabilities=compute_capabilities,
+                             cuda=request.cuda)
+        envfile, changes = adapt(parsed, chosen, machine, name=name, mirror=profile, source=str(from_file),
+                                 extra_changes=notes)
         check_name(envfile.name)
-        return Rendered(envfile.render(), envfile, selection, machine, tuple(changes))
+        return Rendered(envfile.render(), envfile, chosen, machine, tuple(changes))
     from envkit.render import specs
 
     env_spec = specs.load(spec or "dl_train")

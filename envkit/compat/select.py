@@ -268,6 +268,10 @@ def _select(machine: Machine, request: Request, data: CompatData, *, explain: bo
         and request.torch.count(".") >= 2 else None
     cands = _candidates(data, flavor, catalogue, pin)
     releases = [r for r in cands.releases if _matches(r, spec, request.torch)]
+    # -- torch older than this data (issue 10): the cudatoolkit-era rows and rules live in legacy.py --
+    from envkit.compat import legacy
+    if not releases and legacy.handles(request.torch):
+        return legacy.select(machine, request)
     if not releases and not (catalogue is not None and catalogue.flavor == flavor):
         known = ", ".join(r.minor for r in reversed(data.releases))
         raise SelectionError(f"no known torch release matches --torch {request.torch!r} (known: {known})",
