@@ -449,6 +449,7 @@ def _engine_run(opts: CreateOptions, envfile: EnvFile, env_text: str, selection:
     def build(staging: Path) -> None:
         nonlocal pip_installed
         engine.check_file_hashes()
+        notes.extend(engine.check_cache())
         with timer.phase("download+link"):
             engine.install(staging, prefix)
         if envfile.pip:

@@ -8,7 +8,8 @@ Workarounds for what rattler-notes.md measured (§9):
 5. default clients have no retry and no auth -> one Client with Retry/Mirror/headers middleware;
 7. secrets persisted in records -> channels are always clean URLs; mirrors and /t/<token>/ are
    applied by MirrorMiddleware at request time, credentials as headers (secrets.py);
-8. file:// packages not hash-checked -> sha256 checked here before linking;
+8. file:// packages not hash-checked -> sha256 checked here before linking; an extracted package in
+   the cache is checked against its info/paths.json before it is linked (check_cache);
 9. no rollback -> create.py installs into a staging prefix with alternative_target_prefix, then renames.
 """
 
@@ -363,6 +364,25 @@ class RattlerEngine:
                     f"{record.sha256.hex()[:16]}..., the file is {digest[:16]}...",
                     "the local channel is corrupt or was changed after indexing: rebuild or re-index it")
 
+    def check_cache(self) -> list[str]:
+        """Evict cached packages whose files no longer match their info/paths.json (size, and sha256
+        where recorded), so rattler extracts them again instead of linking a truncated or edited file
+        (a hardlinked file edited inside any env edits the cache too). Returns what was evicted."""
+        pkgs = self.settings.cache_dir / "pkgs"
+        stamps = self.settings.cache_dir / "envkit-verified"
+        evicted: list[str] = []
+        for record in self._records:
+            stem = re.sub(r"(\.tar\.bz2|\.conda)$", "", str(record.file_name))
+            entry = pkgs / stem
+            if not entry.is_dir():
+                continue
+            problem = cache_entry_problem(entry, stamps / f"{stem}.json")
+            if problem is None:
+                continue
+            _evict(entry, stamps / f"{stem}.json")
+            evicted.append(f"the cached {stem} was damaged ({problem}); it is fetched again")
+        return evicted
+
     def install(self, staging: Path, final: Path) -> None:
         import rattler
         from rattler import MatchSpec
@@ -413,6 +433,78 @@ class RattlerEngine:
                 url = target + url[len(source):]
         parts = urlsplit(url)
         return f"{parts.scheme}://{parts.netloc}" if parts.netloc else url
+
+
+def cache_entry_problem(entry: Path, stamp: Path) -> str | None:
+    """What is wrong with an extracted package, or None. Files whose (size, mtime, inode) match the
+    stamp of an earlier full check are not hashed again (the way git's index skips unchanged files)."""
+    import json
+    import os
+    import stat as st
+
+    try:
+        listing = json.loads((entry / "info" / "paths.json").read_text(encoding="utf-8"))["paths"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return "info/paths.json is missing or unreadable"
+    try:
+        known = json.loads(stamp.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        known = {}
+    seen: dict[str, list[int]] = {}
+    for item in listing:
+        rel = str(item.get("_path", ""))
+        path = entry / rel
+        kind = item.get("path_type", "hardlink")
+        try:
+            info = os.lstat(path)
+        except OSError:
+            return f"{rel} is missing"
+        if kind == "softlink":
+            if not st.S_ISLNK(info.st_mode):
+                return f"{rel} is not a symlink"
+            continue
+        if kind == "directory":
+            if not st.S_ISDIR(info.st_mode):
+                return f"{rel} is not a folder"
+            continue
+        if not st.S_ISREG(info.st_mode):
+            return f"{rel} is not a regular file"
+        size = item.get("size_in_bytes")
+        if size is not None and info.st_size != int(size):
+            return f"{rel} has {info.st_size} bytes, paths.json says {size}"
+        digest = item.get("sha256")
+        key = [info.st_size, info.st_mtime_ns, info.st_ino]
+        if digest and known.get(rel) != key:
+            try:
+                if _sha256(path) != digest:
+                    return f"{rel} does not match its sha256 in paths.json"
+            except OSError as exc:
+                return f"{rel} is unreadable ({exc.strerror})"
+        seen[rel] = key
+    try:
+        stamp.parent.mkdir(parents=True, exist_ok=True)
+        tmp = stamp.with_name(f".{stamp.name}.{os.getpid()}")
+        tmp.write_text(json.dumps(seen), encoding="utf-8")
+        os.replace(tmp, stamp)
+    except OSError:
+        pass  # no stamp: the next run hashes again
+    return None
+
+
+def _evict(entry: Path, stamp: Path) -> None:
+    """Move a damaged cache entry out of rattler's way (a rename: no half-deleted entry), then delete it."""
+    import os
+    import secrets
+    import shutil
+
+    stamp.unlink(missing_ok=True)
+    gone = entry.with_name(f".envkit-evicted.{entry.name}.{secrets.token_hex(4)}")
+    try:
+        os.rename(entry, gone)
+    except OSError as exc:
+        raise EngineError(f"the cached package {entry} is damaged and could not be moved aside: {exc.strerror}",
+                          f"remove it by hand: rm -rf {entry}") from exc
+    shutil.rmtree(gone, ignore_errors=True)
 
 
 def _sha256(path: Path) -> str:
