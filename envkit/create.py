@@ -383,11 +383,29 @@ def create_env(opts: CreateOptions, progress: Any = None, on_line: Any = None) -
         if on_line:
             on_line(message)
 
-    with target_lock(prefix, on_wait=on_wait):
-        notes = [*waited, *sweep(prefix.parent, held_name=prefix.name)]
-        replacing = check_target(prefix, opts.force, opts.not_envkit)
-        return _engine_run(opts, envfile, env_text, selection, machine, changes, recreate, prefix, timer, notes,
-                           replacing, progress, on_line)
+    try:
+        with target_lock(prefix, on_wait=on_wait):
+            notes = [*waited, *sweep(prefix.parent, held_name=prefix.name)]
+            replacing = check_target(prefix, opts.force, opts.not_envkit)
+            return _engine_run(opts, envfile, env_text, selection, machine, changes, recreate, prefix, timer,
+                               notes, replacing, progress, on_line)
+    except OSError as exc:
+        raise filesystem_error(exc, prefix) from exc
+
+
+def filesystem_error(exc: OSError, prefix: Path) -> EnvkitError:
+    """An OS error while building next to `prefix`, after the staging folder was cleaned up."""
+    import errno
+
+    where = exc.filename or prefix.parent
+    what = f"cannot create {prefix}: {exc.strerror or exc} ({where})"
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return EnvkitError(what, f"free space on that filesystem (df -h {prefix.parent}), or create it elsewhere "
+                                 "with --prefix PATH")
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return EnvkitError(what, f"create it where you can write (--prefix PATH), or fix the permissions of "
+                                 f"{prefix.parent}")
+    return EnvkitError(what, f"check {prefix.parent}, then run the same command again")
 
 
 def _engine_run(opts: CreateOptions, envfile: EnvFile, env_text: str, selection: Selection | None,

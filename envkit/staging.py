@@ -255,6 +255,9 @@ def sweep(parent: Path, held_name: str | None = None) -> list[str]:
     for lock in entries:
         match = _LEFTOVER.match(lock.name)
         if not match:
+            if lock.name.endswith(".envkit-lock") and lock.name.startswith(".") and lock.name != (
+                    f".{held_name}.envkit-lock"):
+                _drop_target_lock(lock)
             continue
         fd = try_lock(lock)
         if fd is None:
@@ -264,6 +267,15 @@ def sweep(parent: Path, held_name: str | None = None) -> list[str]:
         finally:
             os.close(fd)
     return notes
+
+
+def _drop_target_lock(path: Path) -> None:
+    """A per-target lock file left by a killed run: removed while locked (waiters re-check the inode)."""
+    try:
+        with flocked(path, blocking=False):
+            pass
+    except (Locked, OSError):
+        pass
 
 
 def _sweep_one(parent: Path, lock: Path, kind: str, name: str, fd: int, held_name: str | None) -> list[str]:

@@ -418,6 +418,10 @@ class RattlerEngine:
         what = f"downloading {pkg.group(1)}" if pkg else "installing"
         where = f" from {server}" if server else ""
         cause = text.strip().splitlines()[-1] if text.strip() else type(exc).__name__
+        if "No space left" in text or "Disk quota exceeded" in text:
+            return EngineError(f"{what} failed: the disk is full: {cause}\n{text}",
+                               "free space where the environment and the package cache live (df -h), or use "
+                               "--prefix PATH / ENVKIT_CACHE_DIR on a bigger disk")
         return EngineError(f"{what}{where} failed: {cause}\n{text}",
                            "nothing was left behind; check the server (or mirror) and run the same command again")
 

@@ -442,3 +442,18 @@ def test_a_damaged_cache_entry_is_fetched_again(capsys: pytest.CaptureFixture[st
         linked = isolated / "envs" / name / rel
         assert linked.stat().st_size == size and linked.read_bytes() != bytes(size)
     assert (isolated / "envs" / "a" / rel).stat().st_size == size
+
+
+@pytest.mark.slow
+def test_torture_short_mode_finds_nothing_bad() -> None:
+    """scripts/torture.py --short: kills (SIGKILL/SIGINT/SIGTERM), a full disk, a corrupted cache, races."""
+    script = Path(__file__).resolve().parents[2] / "scripts" / "torture.py"
+    done = subprocess.run([sys.executable, str(script), "--short"], capture_output=True, text=True, timeout=600,
+                          env={k: v for k, v in os.environ.items() if not k.startswith("ENVKIT_")})
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    table = dict(line[:32].strip() and (line[:32].strip(), line[32:].split()[0]) for line in done.stdout.splitlines()
+                 if line[:32].strip() in ("faults injected", "envs lost", "half-made envs under a name",
+                                          "staging left after next cmd", "old envs lost on failed force",
+                                          "damaged files linked"))
+    assert int(table.pop("faults injected")) >= 10
+    assert table and all(v == "0" for v in table.values()), done.stdout
