@@ -542,6 +542,9 @@ def install_and_settle(opts: Any, prefix: Path, build: Any, replacing: bool, tim
         kept = _put_back(old, prefix, owner_id)
         notes.append(f"verify FAILED on the rebuild: {kept}; the rebuild was removed")
         return report, True
+    from envkit.ownership import forget
+
+    forget(old.folder)  # its registry entry goes with it
     problem = old.release(remove_folder=True)
     if problem:
         notes.append(f"the old environment was replaced, but {problem}")
