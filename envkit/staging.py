@@ -47,16 +47,29 @@ def lock_path(prefix: Path) -> Path:
 
 @contextmanager
 def quiet_signals() -> Iterator[None]:
-    """Hold SIGINT/SIGTERM while a rename pair or a cleanup runs, so it is never cut in half."""
+    """Defer SIGINT/SIGTERM while a rename pair or a cleanup runs, so it is never cut in half.
+
+    A deferring Python-level handler, not a signal mask: with rattler's threads running, the kernel
+    may deliver the signal to any thread, and Python runs its handler in the main thread regardless
+    of that thread's mask. The deferred signal is raised again at the end of the block."""
+    pending: list[int] = []
+
+    def defer(signum: int, _frame: Any) -> None:
+        pending.append(signum)
+
+    previous: dict[signal.Signals, Any] = {}
     try:
-        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-    except (ValueError, OSError):
-        yield
-        return
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, defer)
+    except ValueError:  # not the main thread: no handler of ours can run here anyway
+        pass
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        if pending:
+            signal.raise_signal(pending[0])
 
 
 @contextmanager
@@ -103,7 +116,6 @@ class Held:
                 self._stack = None
         return problem
 
-
     def abandon(self) -> None:
         """Let go of the lock but keep the marker: the next sweep finds the folder (e.g. a kept old env)."""
         content = os.pread(self.fd, 1 << 16, 0)
@@ -148,8 +160,9 @@ def staging_folder(target: Path) -> Iterator[Held]:
         yield held
     except BaseException as exc:
         problem = held.release(remove_folder=True)
-        if problem and isinstance(exc, EnvkitError):
+        if problem and isinstance(exc, EnvkitError):  # the message must not claim a clean slate
             exc.message = exc.message.replace("nothing was left behind; ", "") + f"; and {problem}"
+            exc.hint = (exc.hint or "").replace("nothing was left behind; ", "") or None
         raise
     problem = held.release(remove_folder=True)
     if problem:
@@ -193,6 +206,12 @@ def set_aside(prefix: Path, new_id: str | None) -> Held:
         with quiet_signals():
             rename_noreplace(prefix, held.folder)
     except BaseException:
+        if held.folder.exists() and not prefix.exists():  # interrupted after the move: put it back
+            try:
+                rename_noreplace(held.folder, prefix)
+            except OSError:
+                held.abandon()  # kept aside, marked: the sweep restores it
+                raise
         held.release(remove_folder=False)
         raise
     return held
@@ -239,7 +258,7 @@ def trash(path: Path) -> str | None:
         with quiet_signals():
             rename_noreplace(path, trash.folder)
     except BaseException:
-        trash.release(remove_folder=False)
+        trash.release(remove_folder=trash.folder.exists())  # moved already: finish what was asked
         raise
     return trash.release(remove_folder=True)
 
