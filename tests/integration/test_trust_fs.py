@@ -451,9 +451,10 @@ def test_torture_short_mode_finds_nothing_bad() -> None:
     done = subprocess.run([sys.executable, str(script), "--short"], capture_output=True, text=True, timeout=600,
                           env={k: v for k, v in os.environ.items() if not k.startswith("ENVKIT_")})
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
-    table = dict(line[:32].strip() and (line[:32].strip(), line[32:].split()[0]) for line in done.stdout.splitlines()
-                 if line[:32].strip() in ("faults injected", "envs lost", "half-made envs under a name",
-                                          "staging left after next cmd", "old envs lost on failed force",
-                                          "damaged files linked", "tracebacks"))
+    rows = ("faults injected", "envs lost", "half-made envs under a name", "staging left after next cmd",
+            "old envs lost on failed force", "damaged files linked", "tracebacks")
+    table = {line[:32].strip(): line[32:].split()[0] for line in done.stdout.splitlines()
+             if line[:32].strip() in rows}
+    assert set(table) == set(rows), done.stdout
     assert int(table.pop("faults injected")) >= 10
     assert table and all(v == "0" for v in table.values()), done.stdout
