@@ -418,8 +418,11 @@ def _engine_run(opts: CreateOptions, envfile: EnvFile, env_text: str, selection:
     if opts.engine != "rattler":
         from envkit.engines.conda_cli import create_external
 
+        def settle(target: Path, build: Any) -> tuple[VerifyReport | None, bool]:
+            return install_and_settle(opts, target, build, replacing, timer, notes, in_place=True)
+
         result = create_external(opts, envfile, env_text, selection, machine, prefix, timer, notes, on_line,
-                                 replacing)
+                                 settle=settle)
         return replace(result, changes=changes)
 
     from envkit.engines.rattler_engine import EngineSettings, RattlerEngine

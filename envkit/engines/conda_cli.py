@@ -51,8 +51,10 @@ def summarize(output: str) -> tuple[str, str]:
 
 def create_external(opts: Any, envfile: EnvFile, env_text: str, selection: Selection | None, machine: Machine,
                     prefix: Path, timer: Any, notes: list[str], on_line: Callable[[str], None] | None,
-                    replacing: bool = False) -> Any:
-    from envkit.create import CreateResult, cuda_override_for, install_and_settle
+                    settle: Callable[[Path, Callable[[Path], None]], tuple[Any, bool]] | None = None) -> Any:
+    """`settle(prefix, build)` is the orchestrator's: it decides where the env is built, runs verify and
+    when an old env goes (create.install_and_settle), returning (verify report, old env restored)."""
+    from envkit.create import CreateResult, cuda_override_for
 
     exe = shutil.which(opts.engine)
     if exe is None:
@@ -88,11 +90,11 @@ def create_external(opts: Any, envfile: EnvFile, env_text: str, selection: Selec
 
         report = None
         restored = False
-        if opts.dry_run:
+        if opts.dry_run or settle is None:
             build(prefix)
         else:
             # where the prefix comes from: built at the final name under a journal, the old env of a
             # --force set aside under a lock until verify (envkit/create.py install_and_settle)
-            report, restored = install_and_settle(opts, prefix, build, replacing, timer, notes, in_place=True)
+            report, restored = settle(prefix, build)
     return CreateResult(prefix, (), selection, machine, timer.phases, opts.dry_run, env_text, report,
                         envfile.pip, engine=opts.engine, notes=tuple(notes), restored_old=restored)
