@@ -72,9 +72,21 @@ def quiet_signals() -> Iterator[None]:
             signal.raise_signal(pending[0])
 
 
+def check_parent(prefix: Path) -> None:
+    """The folder an env goes into must be (or become) a folder: a file on the way is a usage error."""
+    from envkit.errors import UsageError
+
+    parent = prefix.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise UsageError(f"{parent} is a file, so {prefix} cannot be created", "choose another name or --prefix")
+
+
 @contextmanager
 def target_lock(prefix: Path, on_wait: Any = None) -> Iterator[None]:
     """Serialize every create/--force/remove of one target (waits for the other one to finish)."""
+    check_parent(prefix)
     prefix.parent.mkdir(parents=True, exist_ok=True)
     path = lock_path(prefix)
     try:
@@ -173,6 +185,7 @@ def check_target(prefix: Path, force: bool, allow_foreign: bool, expected_id: st
     """May a create put an env at `prefix`? True when an existing env will be replaced (--force)."""
     from envkit.ownership import check_deletable
 
+    check_parent(prefix)
     if not (prefix.exists() or prefix.is_symlink()):
         return False
     if prefix.is_symlink() and not prefix.exists():

@@ -458,3 +458,18 @@ def test_torture_short_mode_finds_nothing_bad() -> None:
     assert set(table) == set(rows), done.stdout
     assert int(table.pop("faults injected")) >= 10
     assert table and all(v == "0" for v in table.values()), done.stdout
+
+
+def test_bad_targets_fail_before_any_install(capsys: pytest.CaptureFixture[str], server: ChannelServer,
+                                             isolated: Path, tmp_path: Path) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    code, _out, err = create(capsys, "p", "--mirror", server.url, "--no-verify", "--prefix", str(afile / "env"))
+    assert code == 2 and "is a file" in err and afile.read_text() == "x"
+    code, _out, err = create(capsys, "p", "--mirror", server.url, "--no-verify", "--prefix", str(afile), "--force")
+    assert code == 1 and "not a conda environment" in err and afile.read_text() == "x"
+    dangling = tmp_path / "dangling"
+    dangling.symlink_to(tmp_path / "nowhere")
+    code, _out, err = create(capsys, "p", "--mirror", server.url, "--no-verify", "--prefix", str(dangling))
+    assert code == 1 and "dangling symlink" in err and dangling.is_symlink()
+    assert not server.hits(".conda")  # refused before anything was downloaded
