@@ -311,6 +311,8 @@ def _drop_target_lock(path: Path) -> None:
 
 
 def _sweep_one(parent: Path, lock: Path, kind: str, name: str, fd: int, held_name: str | None) -> list[str]:
+    if os.fstat(fd).st_uid != os.geteuid():
+        return []  # another user's leftover (or a planted marker in a shared folder): theirs to sweep
     try:
         data = json.loads(os.pread(fd, 1 << 16, 0).decode("utf-8") or "{}")
     except (OSError, ValueError, UnicodeDecodeError):
@@ -349,7 +351,11 @@ def _recover(kind: str, folder: Path, target: Path, data: dict[str, Any]) -> lis
 
     notes: list[str] = []
     if kind == BUILDING:
-        aside = Path(data["aside"]) if data.get("aside") else None
+        aside = Path(str(data["aside"])) if data.get("aside") else None
+        if aside is not None and (aside.parent != target.parent or not aside.name.startswith(f"{OLD}.{target.name}.")):
+            return [f"ignored {folder.name}.lock: it names a folder that is not this env's set-aside copy"]
+        if target.exists() and target.stat().st_uid != os.geteuid():
+            return []
         if target.exists() and not target.is_symlink() and (target / "conda-meta").is_dir() or _empty_dir(target):
             trash(target)
             notes.append(f"removed the half-made {target} (an external-engine create was interrupted)")
