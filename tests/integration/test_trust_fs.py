@@ -473,3 +473,25 @@ def test_bad_targets_fail_before_any_install(capsys: pytest.CaptureFixture[str],
     code, _out, err = create(capsys, "p", "--mirror", server.url, "--no-verify", "--prefix", str(dangling))
     assert code == 1 and "dangling symlink" in err and dangling.is_symlink()
     assert not server.hits(".conda")  # refused before anything was downloaded
+
+
+def test_force_killed_during_verify_gets_the_old_env_back(capsys: pytest.CaptureFixture[str],
+                                                          server: ChannelServer, isolated: Path) -> None:
+    """SIGKILL while the rebuild is being verified: the next run drops the unverified rebuild, restores the old."""
+    pytest.importorskip("torch")
+    assert create(capsys, "prod", "--mirror", server.url, "--no-verify")[0] == 0
+    envs = isolated / "envs"
+    (envs / "prod" / "old.txt").write_text("old")
+    proc = envkit("create", "prod", "--spec", "minimal", *GPU, "--python", PY, "--mirror", server.url, "--force")
+    deadline = time.time() + 60
+    while time.time() < deadline and not (
+            any(n.startswith(".envkit-old.prod.") and not n.endswith(".lock") for n in entries(envs))
+            and (envs / "prod").exists()):
+        time.sleep(0.02)
+    proc.kill()
+    proc.communicate(timeout=30)
+    assert not (envs / "prod" / "old.txt").exists()  # killed with the unverified rebuild in place
+    code, out, err = create(capsys, "other", "--mirror", server.url, "--no-verify")
+    assert code == 0, err
+    assert "dropped the unverified rebuild" in out and (envs / "prod" / "old.txt").read_text() == "old"
+    assert entries(envs) == ["other", "prod"]
