@@ -473,6 +473,7 @@ def _engine_run(opts: CreateOptions, envfile: EnvFile, env_text: str, selection:
         notes.extend(engine.check_cache())
         with timer.phase("download+link"):
             engine.install(staging, prefix)
+        engine.stamp_fresh()
         if envfile.pip:
             with timer.phase("pip"):
                 pip_installed = _run_pip(staging, envfile.pip, selection, on_line)

@@ -157,6 +157,7 @@ class RattlerEngine:
         self._client: Any = None
         self._records: list[Any] = []
         self._mirror_map: dict[str, str] = {}
+        self._fresh: list[str] = []
 
     # -- plumbing ---------------------------------------------------------------------------
     def client(self) -> Any:
@@ -371,17 +372,28 @@ class RattlerEngine:
         pkgs = self.settings.cache_dir / "pkgs"
         stamps = self.settings.cache_dir / "envkit-verified"
         evicted: list[str] = []
+        self._fresh = []
         for record in self._records:
             stem = re.sub(r"(\.tar\.bz2|\.conda)$", "", str(record.file_name))
             entry = pkgs / stem
             if not entry.is_dir():
+                self._fresh.append(stem)
                 continue
             problem = cache_entry_problem(entry, stamps / f"{stem}.json")
             if problem is None:
                 continue
             _evict(entry, stamps / f"{stem}.json")
+            self._fresh.append(stem)
             evicted.append(f"the cached {stem} was damaged ({problem}); it is fetched again")
         return evicted
+
+    def stamp_fresh(self) -> None:
+        """After install: stamp the entries rattler just extracted, so the next run only stats them."""
+        pkgs = self.settings.cache_dir / "pkgs"
+        for stem in self._fresh:
+            if (pkgs / stem).is_dir():
+                cache_entry_problem(pkgs / stem, self.settings.cache_dir / "envkit-verified" / f"{stem}.json",
+                                    fresh=True)
 
     def install(self, staging: Path, final: Path) -> None:
         import rattler
@@ -439,59 +451,85 @@ class RattlerEngine:
         return f"{parts.scheme}://{parts.netloc}" if parts.netloc else url
 
 
-def cache_entry_problem(entry: Path, stamp: Path) -> str | None:
-    """What is wrong with an extracted package, or None. Files whose (size, mtime, inode) match the
-    stamp of an earlier full check are not hashed again (the way git's index skips unchanged files)."""
+def _key(info: Any) -> list[int]:
+    return [info.st_mode, info.st_size, info.st_mtime_ns, info.st_ino]
+
+
+def _unchanged(base: str, files: dict[str, list[int]]) -> bool:
+    """The hot loop of a warm create: one lstat per file, compared without building objects."""
+    import os
+
+    lstat = os.lstat
+    for rel, (mode, size, mtime, ino) in files.items():
+        info = lstat(base + rel)
+        if info.st_size != size or info.st_mtime_ns != mtime or info.st_ino != ino or info.st_mode != mode:
+            return False
+    return True
+
+
+def cache_entry_problem(entry: Path, stamp: Path, fresh: bool = False) -> str | None:
+    """What is wrong with an extracted package, or None.
+
+    A stamp records (mode, size, mtime, inode) of every path and of info/paths.json after a full
+    check; while all of them are unchanged nothing is read or hashed again (the way git's index skips
+    unchanged files), so a warm create pays one lstat per file. `fresh`: just extracted by rattler from
+    a hash-checked archive, so only sizes are checked before stamping."""
     import json
     import os
     import stat as st
 
-    try:
-        listing = json.loads((entry / "info" / "paths.json").read_text(encoding="utf-8"))["paths"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return "info/paths.json is missing or unreadable"
+    base = str(entry)
+    paths_json = os.path.join(base, "info", "paths.json")
     try:
         known = json.loads(stamp.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        if isinstance(known, dict) and known.get("paths.json") == _key(os.lstat(paths_json)) and _unchanged(
+                base + "/", known["files"]):
+            return None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         known = {}
+    old_files = known.get("files", {}) if isinstance(known, dict) else {}
+    try:
+        listing = json.loads(Path(paths_json).read_text(encoding="utf-8"))["paths"]
+        paths_key = _key(os.lstat(paths_json))
+    except (OSError, ValueError, KeyError, TypeError):
+        return "info/paths.json is missing or unreadable"
     seen: dict[str, list[int]] = {}
     for item in listing:
         rel = str(item.get("_path", ""))
-        path = entry / rel
+        path = os.path.join(base, rel)
         kind = item.get("path_type", "hardlink")
         try:
             info = os.lstat(path)
         except OSError:
             return f"{rel} is missing"
+        key = _key(info)
         if kind == "softlink":
             if not st.S_ISLNK(info.st_mode):
                 return f"{rel} is not a symlink"
-            continue
-        if kind == "directory":
+        elif kind == "directory":
             if not st.S_ISDIR(info.st_mode):
                 return f"{rel} is not a folder"
-            continue
-        if not st.S_ISREG(info.st_mode):
-            return f"{rel} is not a regular file"
-        size = item.get("size_in_bytes")
-        if size is not None and info.st_size != int(size):
-            return f"{rel} has {info.st_size} bytes, paths.json says {size}"
-        digest = item.get("sha256")
-        key = [info.st_size, info.st_mtime_ns, info.st_ino]
-        if digest and known.get(rel) != key:
-            try:
-                if _sha256(path) != digest:
-                    return f"{rel} does not match its sha256 in paths.json"
-            except OSError as exc:
-                return f"{rel} is unreadable ({exc.strerror})"
+        else:
+            if not st.S_ISREG(info.st_mode):
+                return f"{rel} is not a regular file"
+            size = item.get("size_in_bytes")
+            if size is not None and info.st_size != int(size):
+                return f"{rel} has {info.st_size} bytes, paths.json says {size}"
+            digest = item.get("sha256")
+            if digest and not fresh and old_files.get(rel) != key:
+                try:
+                    if _sha256(Path(path)) != digest:
+                        return f"{rel} does not match its sha256 in paths.json"
+                except OSError as exc:
+                    return f"{rel} is unreadable ({exc.strerror})"
         seen[rel] = key
     try:
         stamp.parent.mkdir(parents=True, exist_ok=True)
         tmp = stamp.with_name(f".{stamp.name}.{os.getpid()}")
-        tmp.write_text(json.dumps(seen), encoding="utf-8")
+        tmp.write_text(json.dumps({"paths.json": paths_key, "files": seen}), encoding="utf-8")
         os.replace(tmp, stamp)
     except OSError:
-        pass  # no stamp: the next run hashes again
+        pass  # no stamp: the next run checks in full again
     return None
 
 
