@@ -52,6 +52,7 @@ class CreateOptions:
     compute_capabilities: tuple[str, ...] = ()
     argv: tuple[str, ...] = ("envkit", "create")
     verify_timeout: float = 300.0
+    catalogue: str = "auto"  # auto | offline | refresh: where selection learns what the channels publish
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,8 @@ def _prepare(opts: CreateOptions, timer: Timer) -> tuple[EnvFile, Selection | No
         rendered = render_env(spec=opts.spec if opts.file is None else None, from_file=opts.file, name=opts.name,
                               request=opts.request, flavor_given=opts.flavor_given,
                               mirror=opts.mirror, driver_version=opts.driver_version,
-                              compute_capabilities=opts.compute_capabilities)
+                              compute_capabilities=opts.compute_capabilities, catalogue_mode=opts.catalogue,
+                              channels=opts.channels)
     return rendered.envfile, rendered.selection, rendered.machine, rendered.changes
 
 
@@ -174,6 +176,7 @@ def plan_guard(selection: Selection | None, packages: Sequence[Any], specs: Sequ
     elif torch is not None and _CPU_BUILD.search(torch.build):
         culprit = "pytorch"
     if culprit is None:
+        _variant_guard(selection, by_name)
         return
     detail = f" (pulled in through {_blame(culprit, by_name, specs)!r})"
     build = torch.build if torch else "?"
@@ -182,6 +185,36 @@ def plan_guard(selection: Selection | None, packages: Sequence[Any], specs: Sequ
         f"build was selected; the cause is {culprit}{detail}. Nothing was downloaded",
         f"remove {culprit} from the environment file, or pin pytorch=*=cuda* (envkit render does), "
         "or ask for a CPU env with --cuda cpu")
+
+
+def _variant_guard(selection: Selection, by_name: dict[str, Any]) -> None:
+    """The solved CUDA build must be the selected one: conda-forge `cuda130_*` with cuda-version 13.0,
+    the pytorch channel's `*_cuda12.4_*` with pytorch-cuda 12.4 (issue 11). Stops before any download."""
+    torch = by_name.get("pytorch")
+    if torch is None or selection.cuda is None:
+        return
+    want = selection.cuda
+    if selection.flavor == "conda-forge":
+        build_ok = torch.build.startswith(f"cuda{want.replace('.', '')}")
+        pin = by_name.get("cuda-version")
+        pin_name = "cuda-version"
+    elif selection.flavor == "pytorch":
+        build_ok = f"cuda{want}" in torch.build
+        pin = by_name.get("pytorch-cuda")
+        pin_name = "pytorch-cuda"
+    else:
+        return
+    pin_ok = pin is None or pin.version == want or pin.version.startswith(want + ".")
+    if build_ok and pin_ok:
+        return
+    solved = f"pytorch {torch.version} {torch.build}" + (f" with {pin_name} {pin.version}" if pin else "")
+    raise PlanGuardError(
+        f"the solved plan installs {solved}, but the selection was torch {selection.torch} {selection.variant} "
+        f"with {pin_name} {want}; installing it would give a different CUDA build than the one checked against "
+        "this machine. Nothing was downloaded",
+        (f"pin pytorch=*={selection.variant}* and cuda-version={want}" if selection.flavor == "conda-forge" else
+         f"pin pytorch-cuda={want}") + " in the environment file, or re-render it "
+        "(envkit render --refresh reads what the channel publishes now)")
 
 
 def _spec_name(spec: str) -> str:
@@ -256,6 +289,18 @@ def _fix_shebangs(prefix: Path, staging: Path, final: Path) -> None:
         data = script.read_bytes()
         if old in data:
             script.write_bytes(data.replace(old, new))
+
+
+def _fix_editables(staging: Path, final: Path) -> None:
+    """`-e git+...` clones into <staging>/src and pip's .pth/finder files point there: re-point them
+    at the final prefix, as _fix_shebangs does for entry points (issue 10)."""
+    old, new = str(staging), str(final)
+    for site in staging.glob("lib/python*/site-packages"):
+        for path in [*site.glob("*.pth"), *site.glob("__editable__*.py"), *site.glob("*.egg-link"),
+                     *site.glob("*.dist-info/direct_url.json")]:
+            text = path.read_text(encoding="utf-8", errors="surrogateescape")
+            if old in text:
+                path.write_text(text.replace(old, new), encoding="utf-8", errors="surrogateescape")
 
 
 # -- pip ----------------------------------------------------------------------------------------
@@ -478,6 +523,7 @@ def _engine_run(opts: CreateOptions, envfile: EnvFile, env_text: str, selection:
             with timer.phase("pip"):
                 pip_installed = _run_pip(staging, envfile.pip, selection, on_line)
             _fix_shebangs(staging, staging, prefix)
+            _fix_editables(staging, prefix)
         _write_meta(staging, opts, env_text, selection, machine, packages, timer, settings.cuda_override)
         _write_state(staging, envfile)
         _write_history(staging, opts, packages, specs)

@@ -21,7 +21,7 @@ def data_dir(name: str) -> Path:
 def template_env() -> Any:
     import jinja2
 
-    from envkit.render.envfile import yaml_str
+    from envkit.render.envfile import yaml_scalar, yaml_str
 
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(data_dir("templates"))),
@@ -30,4 +30,5 @@ def template_env() -> Any:
         keep_trailing_newline=True,
     )
     env.filters["yaml_str"] = yaml_str
+    env.filters["yaml_scalar"] = yaml_scalar
     return env
