@@ -254,7 +254,8 @@ def render(spec: str | None, from_file: str | None, spec_path: str | None, outpu
 @click.option("--engine", type=click.Choice(["rattler", "conda", "mamba", "micromamba"]), default=None,
               envvar="ENVKIT_ENGINE", help="Solver/installer (default: the embedded rattler).")
 @click.option("--dry-run", is_flag=True, help="Solve and print the plan; install nothing.")
-@click.option("--force", is_flag=True, help="Replace an existing env (the old one survives a failed rebuild).")
+@click.option("--force", is_flag=True, help="Replace an env envkit made (the old one stays until the new one passes verify).")
+@click.option("--not-envkit", is_flag=True, help="With --force: also replace an env envkit cannot prove it made.")
 @click.option("--no-verify", is_flag=True, help="Skip the AMP smoke test after creating.")
 @click.option("--require-gpu", is_flag=True, help="Fail unless a GPU build is selected and verify PASSes.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress output.")
@@ -265,7 +266,7 @@ def render(spec: str | None, from_file: str | None, spec_path: str | None, outpu
 def create(name: str, spec: str | None, env_file: str | None, no_adapt: bool, lock_file: str | None,
            mirror: str | None,
            channels: tuple[str, ...], prefix: str | None, engine: str | None, dry_run: bool, force: bool,
-           no_verify: bool, require_gpu: bool, quiet: bool, as_json: bool, cuda: str | None, torch_spec: str | None,
+           not_envkit: bool, no_verify: bool, require_gpu: bool, quiet: bool, as_json: bool, cuda: str | None, torch_spec: str | None,
            python: str | None, flavor: str | None, driver_version: str | None, compute_capability: tuple[str, ...],
            no_driver_check: bool, offline: bool, refresh: bool, no_kernel: bool = False) -> None:
     """Detect, select, render, solve, install atomically and verify an environment."""
@@ -284,7 +285,7 @@ def create(name: str, spec: str | None, env_file: str | None, no_adapt: bool, lo
         request=_request(cuda, torch_spec, python, flavor, no_driver_check), flavor_given=flavor is not None,
         mirror=_from_config(mirror, "mirror"), channels=channels, prefix=Path(prefix) if prefix else None,
         engine=_from_config(engine, "engine") or "rattler",
-        dry_run=dry_run, force=force, no_verify=no_verify, require_gpu=require_gpu,
+        dry_run=dry_run, force=force, not_envkit=not_envkit, no_verify=no_verify, require_gpu=require_gpu,
         driver_version=driver_version, compute_capabilities=compute_capability,
         argv=("envkit", *sys.argv[1:]) if sys.argv and sys.argv[0].endswith("envkit") else ("envkit", "create", name),
         catalogue=_catalogue_mode(offline, refresh),
@@ -303,6 +304,8 @@ def create(name: str, spec: str | None, env_file: str | None, no_adapt: bool, lo
     if result.verify is not None:
         outcome = result.verify.outcome
         if outcome == "FAIL":
+            if result.restored_old:
+                output.plain(f"verify FAILED on the rebuild: the old environment is back at {result.prefix}", err=True)
             raise SystemExit(int(ExitCode.VERIFY_FAILED))
         if outcome == "SKIPPED":
             if require_gpu:
@@ -375,19 +378,23 @@ def run(name: str, command: tuple[str, ...]) -> None:
 @cli.command()
 @click.argument("name")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
-def remove(name: str, yes: bool) -> None:
-    """Remove an environment."""
+@click.option("--not-envkit", is_flag=True,
+              help="Also remove an env envkit cannot prove it made (conda-made, copied, other ENVKIT_HOME).")
+def remove(name: str, yes: bool, not_envkit: bool) -> None:
+    """Remove an environment envkit made (README: what remove will and will not touch)."""
     from envkit import output
     from envkit.errors import UsageError
     from envkit.locations import find_prefix
+    from envkit.ownership import check_deletable
     from envkit.stages import remove_env
 
     prefix = find_prefix(name, None)
+    check_deletable(prefix, allow_foreign=not_envkit)  # refuse before asking
     if not yes:
         if not sys.stdin.isatty():
             raise UsageError(f"refusing to remove {prefix} without confirmation", f"envkit remove {name} --yes")
         click.confirm(f"Remove {prefix}?", abort=True)
-    remove_env(prefix)
+    remove_env(prefix, not_envkit=not_envkit)
     output.plain(f"removed {prefix}")
     forget_kernels(prefix)  # its Jupyter kernel goes with it (issue 14)
 

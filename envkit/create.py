@@ -1,18 +1,16 @@
 """`envkit create`: detect -> select -> render -> solve -> plan guard -> install atomically -> verify.
 
-Atomicity (rattler has no rollback, rattler-notes §4): the env is built in a staging folder next
-to its final place with `alternative_target_prefix=final`, the pip section runs inside the staging
-env, and only a complete env is renamed into place. With --force the old env is moved aside first
-and restored if the swap fails. Staging folders of dead processes are swept on the next run.
+Atomicity (rattler has no rollback, rattler-notes §4): under the per-target lock the env is built in
+a locked staging folder next to its final place with `alternative_target_prefix=final`, the pip
+section runs inside the staging env, and only a complete env is renamed into place with a rename that
+never overwrites (envkit/staging.py). With --force the old env is moved aside first and deleted only
+after the new one has passed verify; a FAIL puts it back. What may be replaced: envkit/ownership.py.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import secrets as _random
-import shutil
 import signal
 import time
 from collections.abc import Iterator, Sequence
@@ -22,15 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from envkit import __version__, proc
-from envkit.errors import EngineError, EnvExistsError, PlanGuardError, UsageError
+from envkit.errors import EngineError, EnvExistsError, EnvkitError, PlanGuardError, UsageError
 from envkit.locations import META_DIR, check_name, default_prefix
 from envkit.models import Machine, Request, Selection
 from envkit.render.envfile import EnvFile
 from envkit.secrets import redact
 from envkit.verify.report import VerifyReport
 
-STAGING = ".envkit-staging"
-OLD = ".envkit-old"
 ENGINES = ("rattler", "conda", "mamba", "micromamba")
 
 
@@ -50,6 +46,7 @@ class CreateOptions:
     dry_run: bool = False
     force: bool = False
     no_verify: bool = False
+    not_envkit: bool = False  # --force may replace an env envkit cannot prove it made
     require_gpu: bool = False
     driver_version: str | None = None
     compute_capabilities: tuple[str, ...] = ()
@@ -73,6 +70,7 @@ class CreateResult:
     notes: tuple[str, ...] = ()
     changes: tuple[str, ...] = ()  # what --file adaptation changed
     virtual_packages: tuple[str, ...] = ()  # what the solve assumed (__cuda, __glibc, ...)
+    restored_old: bool = False  # --force whose rebuild FAILed verify: the old env is back
 
     @property
     def download_bytes(self) -> int:
@@ -91,6 +89,7 @@ class CreateResult:
             "notes": list(self.notes),
             "changes": list(self.changes),
             "virtual_packages": list(self.virtual_packages),
+            "restored_old": self.restored_old,
         }
 
 
@@ -250,37 +249,7 @@ def pip_guard(selection: Selection | None, requirements: Sequence[tuple[str, str
                 f"{name}==<version>+{selection.variant}")
 
 
-# -- staging and sweeping ------------------------------------------------------------------------
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def sweep(parent: Path) -> list[str]:
-    """Remove staging folders of dead envkit runs; put back an env a crashed --force moved aside."""
-    notes: list[str] = []
-    if not parent.is_dir():
-        return notes
-    for entry in parent.iterdir():
-        match = re.match(rf"^({re.escape(STAGING)}|{re.escape(OLD)})\.(.+)\.(\d+)\.[0-9a-f]+$", entry.name)
-        if not match or _alive(int(match.group(3))):
-            continue
-        kind, name = match.group(1), match.group(2)
-        final = parent / name
-        if kind == OLD and not final.exists():
-            entry.rename(final)
-            notes.append(f"restored {final} (a previous --force rebuild was interrupted)")
-        else:
-            shutil.rmtree(entry, ignore_errors=True)
-            notes.append(f"removed a stale staging folder {entry.name}")
-    return notes
-
-
+# -- staging and sweeping: envkit/staging.py; what may be replaced: envkit/ownership.py --------------
 @contextmanager
 def _term_as_interrupt() -> Iterator[None]:
     """Ctrl-C and SIGTERM (a `kill`, a CI timeout) interrupt the install at once and clean up.
@@ -302,34 +271,6 @@ def _term_as_interrupt() -> Iterator[None]:
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
-
-
-def _check_target(prefix: Path, force: bool) -> None:
-    if not prefix.exists():
-        return
-    is_env = (prefix / "conda-meta").is_dir()
-    if not force:
-        what = "an environment" if is_env else "a folder"
-        raise EnvExistsError(f"{prefix} already exists ({what}); it was not touched",
-                             f"pass --force to rebuild it (the old one stays until the new one is complete), "
-                             f"or choose another name")
-    if not is_env and any(prefix.iterdir()):
-        raise EnvExistsError(f"{prefix} exists and is not a conda environment; envkit will not replace it",
-                             "choose another name or --prefix")
-
-
-def _swap_in(staging: Path, final: Path, tag: str) -> None:
-    if final.exists():
-        old = final.parent / f"{OLD}.{final.name}.{os.getpid()}.{tag}"
-        final.rename(old)
-        try:
-            staging.rename(final)
-        except BaseException:
-            old.rename(final)
-            raise
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        staging.rename(final)
 
 
 def _fix_shebangs(prefix: Path, staging: Path, final: Path) -> None:
@@ -445,9 +386,6 @@ def _channels_of(path: Path, kind: str) -> tuple[str, ...]:
 
 
 def create_env(opts: CreateOptions, progress: Any = None, on_line: Any = None) -> CreateResult:
-    from envkit.config import cache_dir, load_file_config
-    from envkit.render import mirrors
-
     check_name(opts.name)
     if opts.engine not in ENGINES:
         raise UsageError(f"unknown engine {opts.engine!r}", f"use one of {', '.join(ENGINES)}")
@@ -478,13 +416,58 @@ def create_env(opts: CreateOptions, progress: Any = None, on_line: Any = None) -
                           (selection.reasons[0] if selection else "the file was taken as is"),
                           "run on a GPU machine, or plan for one with --cuda X.Y")
     prefix = (opts.prefix.expanduser().absolute() if opts.prefix else default_prefix(opts.name))
-    notes = sweep(prefix.parent)
-    if not opts.dry_run:
-        _check_target(prefix, opts.force)
-    if external:
+    if opts.dry_run:
+        return _engine_run(opts, envfile, env_text, selection, machine, changes, recreate, prefix, timer, [],
+                           False, progress, on_line)
+    from envkit.staging import check_target, sweep, target_lock
+
+    waited: list[str] = []
+
+    def on_wait(message: str) -> None:
+        waited.append(message)
+        if on_line:
+            on_line(message)
+
+    try:
+        with target_lock(prefix, on_wait=on_wait):
+            notes = [*waited, *sweep(prefix.parent, held_name=prefix.name)]
+            replacing = check_target(prefix, opts.force, opts.not_envkit)
+            return _engine_run(opts, envfile, env_text, selection, machine, changes, recreate, prefix, timer,
+                               notes, replacing, progress, on_line)
+    except OSError as exc:
+        raise filesystem_error(exc, prefix) from exc
+
+
+def filesystem_error(exc: OSError, prefix: Path) -> EnvkitError:
+    """An OS error while building next to `prefix`, after the staging folder was cleaned up."""
+    import errno
+
+    where = exc.filename or prefix.parent
+    what = f"cannot create {prefix}: {exc.strerror or exc} ({where})"
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return EnvkitError(what, f"free space on that filesystem (df -h {prefix.parent}), or create it elsewhere "
+                                 "with --prefix PATH")
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return EnvkitError(what, f"create it where you can write (--prefix PATH), or fix the permissions of "
+                                 f"{prefix.parent}")
+    return EnvkitError(what, f"check {prefix.parent}, then run the same command again")
+
+
+def _engine_run(opts: CreateOptions, envfile: EnvFile, env_text: str, selection: Selection | None,
+                machine: Machine, changes: tuple[str, ...], recreate: tuple[Path, str] | None, prefix: Path,
+                timer: Timer, notes: list[str], replacing: bool, progress: Any, on_line: Any) -> CreateResult:
+    """Solve and install with the chosen engine; under the target lock unless this is a dry run."""
+    from envkit.config import cache_dir, load_file_config
+    from envkit.render import mirrors
+
+    if opts.engine != "rattler":
         from envkit.engines.conda_cli import create_external
 
-        result = create_external(opts, envfile, env_text, selection, machine, prefix, timer, notes, on_line)
+        def settle(target: Path, build: Any) -> tuple[VerifyReport | None, bool]:
+            return install_and_settle(opts, target, build, replacing, timer, notes, in_place=True)
+
+        result = create_external(opts, envfile, env_text, selection, machine, prefix, timer, notes, on_line,
+                                 settle=settle)
         return replace(result, changes=changes)
 
     from envkit.engines.rattler_engine import EngineSettings, RattlerEngine
@@ -527,36 +510,130 @@ def create_env(opts: CreateOptions, progress: Any = None, on_line: Any = None) -
         return CreateResult(prefix, packages, selection, machine, timer.phases, True, env_text,
                             pip_lines=envfile.pip, notes=tuple(notes), changes=changes,
                             virtual_packages=tuple(engine.describe_virtual_packages()))
-    staging = prefix.parent / f"{STAGING}.{prefix.name}.{os.getpid()}.{_random.token_hex(4)}"
     pip_installed: tuple[str, ...] = ()
-    with _term_as_interrupt():
-        try:
-            prefix.parent.mkdir(parents=True, exist_ok=True)
-            engine.check_file_hashes()
-            with timer.phase("download+link"):
-                engine.install(staging, prefix)
-            if envfile.pip:
-                with timer.phase("pip"):
-                    pip_installed = _run_pip(staging, envfile.pip, selection, on_line)
-                _fix_shebangs(staging, staging, prefix)
-                _fix_editables(staging, prefix)
-            _write_meta(staging, opts, env_text, selection, machine, packages, timer, settings.cuda_override)
-            _write_state(staging, envfile)
-            _write_history(staging, opts, packages, specs)
-            _swap_in(staging, prefix, _random.token_hex(4))
-        finally:
-            if staging.exists():
-                shutil.rmtree(staging, ignore_errors=True)
-    timer.phases["download"] = timer.phases.pop("download+link", 0.0)
-    report = None
-    if not opts.no_verify:
-        from envkit.stages import verify_env
 
-        with timer.phase("verify"):
-            report = verify_env(prefix=str(prefix), timeout=opts.verify_timeout, quick=True)
-    _update_meta_phases(prefix, timer)
+    def build(staging: Path) -> None:
+        nonlocal pip_installed
+        engine.check_file_hashes()
+        notes.extend(engine.check_cache())
+        with timer.phase("download+link"):
+            engine.install(staging, prefix)
+        engine.stamp_fresh()
+        if envfile.pip:
+            with timer.phase("pip"):
+                pip_installed = _run_pip(staging, envfile.pip, selection, on_line)
+            _fix_shebangs(staging, staging, prefix)
+            _fix_editables(staging, prefix)
+        _write_meta(staging, opts, env_text, selection, machine, packages, timer, settings.cuda_override)
+        _write_state(staging, envfile)
+        _write_history(staging, opts, packages, specs)
+
+    with _term_as_interrupt():
+        report, restored = install_and_settle(opts, prefix, build, replacing, timer, notes)
+    if not restored:
+        _update_meta_phases(prefix, timer)
     return CreateResult(prefix, packages, selection, machine, timer.phases, False, env_text, report,
-                        pip_installed, notes=tuple(notes), changes=changes)
+                        pip_installed, notes=tuple(notes), changes=changes, restored_old=restored)
+
+
+def install_and_settle(opts: Any, prefix: Path, build: Any, replacing: bool, timer: Timer,
+                       notes: list[str], in_place: bool = False) -> tuple[VerifyReport | None, bool]:
+    """Build in a locked staging folder, mark it envkit's, move it in with a rename that never
+    overwrites, then verify. With --force the old env is moved aside (locked) just before the move-in
+    and deleted only once the new env did not FAIL verify; a FAIL, a broken verify, Ctrl-C or a failed
+    move-in put it back. `in_place`: external engines build at the final name under a journal
+    (staging.building_in_place). Returns the verify report and whether the old env was restored."""
+    from envkit.ownership import mark_owned, new_owner_id
+    from envkit.staging import building_in_place, quiet_signals, staging_folder, swap_in
+
+    owner_id = new_owner_id()
+    old = None
+    swapped = False
+    try:
+        if in_place:
+            with building_in_place(prefix) as journal:
+                old = _set_aside_if(replacing, prefix, owner_id, opts.not_envkit, journal)
+                if prefix.exists() or prefix.is_symlink():
+                    raise EnvExistsError(f"{prefix} appeared while the environment was being prepared; it was not "
+                                         "touched", "run again with --force to replace it, or choose another name")
+                try:
+                    build(prefix)
+                    mark_owned(prefix, prefix, owner_id)
+                except BaseException:
+                    _drop_half_made(prefix)
+                    raise
+                swapped = True
+        else:
+            with staging_folder(prefix) as staging:
+                build(staging.folder)
+                mark_owned(staging.folder, prefix, owner_id)
+                with quiet_signals():
+                    old = _set_aside_if(replacing, prefix, owner_id, opts.not_envkit, None)
+                    swap_in(staging.folder, prefix)
+                    swapped = True
+        timer.phases["download"] = timer.phases.pop("download+link", 0.0)
+        report = None
+        if not opts.no_verify:
+            from envkit.stages import verify_env
+
+            with timer.phase("verify"):
+                report = verify_env(prefix=str(prefix), timeout=opts.verify_timeout, quick=True)
+    except BaseException as exc:
+        if old is not None:
+            kept = _put_back(old, prefix, owner_id if swapped else None)
+            what = "verify did not complete on the rebuild" if swapped else "the rebuild failed"
+            notes.append(f"{what}: {kept}")
+            if isinstance(exc, EnvkitError):
+                exc.message += f" ({kept})"
+        raise
+    if old is None:
+        return report, False
+    if report is not None and report.outcome == "FAIL":
+        kept = _put_back(old, prefix, owner_id)
+        notes.append(f"verify FAILED on the rebuild: {kept}; the rebuild was removed")
+        return report, True
+    from envkit.ownership import forget
+
+    forget(old.folder)  # its registry entry goes with it
+    problem = old.release(remove_folder=True)
+    if problem:
+        notes.append(f"the old environment was replaced, but {problem}")
+    return report, False
+
+
+def _set_aside_if(replacing: bool, prefix: Path, owner_id: str, allow_foreign: bool, journal: Any) -> Any:
+    """--force: re-check what is at the target right now, then move it aside under a lock."""
+    from envkit.ownership import check_deletable
+    from envkit.staging import BUILDING, set_aside, update
+
+    if not replacing or not (prefix.exists() or prefix.is_symlink()):
+        return None
+    check_deletable(prefix, allow_foreign=allow_foreign, verb="replace")
+    old = set_aside(prefix, owner_id)
+    if journal is not None:
+        update(journal, BUILDING, prefix, aside=str(old.folder))
+    return old
+
+
+def _put_back(old: Any, prefix: Path, new_id: str | None) -> str:
+    """Remove this run's new env (if it got in), then move the old env back; say what happened."""
+    from envkit.staging import discard, quiet_signals, restore
+
+    with quiet_signals():
+        problem = discard(prefix, new_id) if new_id else None
+        failed = restore(old, prefix)
+    return failed or (f"the old environment was restored at {prefix}" + (f" ({problem})" if problem else ""))
+
+
+def _drop_half_made(prefix: Path) -> None:
+    """An external build failed: remove what the engine left at the name (its env, or an empty folder)."""
+    from envkit.staging import quiet_signals, trash
+
+    if prefix.is_symlink() or not prefix.exists():
+        return
+    if (prefix / "conda-meta").is_dir() or not any(prefix.iterdir()):
+        with quiet_signals():
+            trash(prefix)
 
 
 def _write_meta(prefix: Path, opts: CreateOptions, env_text: str, selection: Selection | None, machine: Machine,

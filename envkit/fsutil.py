@@ -1,29 +1,147 @@
-"""Atomic file writes: a temp file in the same folder, fsync, rename; nothing half-written survives."""
+"""Filesystem primitives envkit's safety rests on: output writes that never replace what they should
+not, a rename that refuses to overwrite, and flock-based locks that survive PID namespaces.
+
+Writes (`-o`, `--report`), decided per kind of what is already at the path:
+- nothing there: a new file, written atomically (temp file + fsync + rename), mode from the umask;
+- a regular file: replaced atomically, its mode (and, as root, its owner) kept;
+- a symlink: written through to its target, atomically at the target's real path;
+- /dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N: written to that open file descriptor;
+- a character device (/dev/null, /dev/full, a tty) or a FIFO: written through, never replaced;
+- a directory, socket or block device: refused with a clear error;
+- anything inside an environment's conda-meta/: refused (that folder is conda's package database).
+"""
 
 from __future__ import annotations
 
+import ctypes
+import errno
+import fcntl
 import os
+import re
+import stat
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from envkit.errors import EnvkitError
 
+_WRITE_HINT = "choose a writable location for -o, or fix the folder's permissions"
+_FD_PATH = re.compile(r"^/(?:dev/fd|proc/self/fd)/(\d+)$")
+_STD_PATHS = {"/dev/stdout": 1, "/dev/stderr": 2, "/dev/stdin": 0}
 
-def atomic_write_text(path: Path, text: str, mode: int = 0o644) -> None:
+
+def _error(path: Path | str, exc: OSError) -> EnvkitError:
+    return EnvkitError(f"cannot write {path}: {exc.strerror or exc}", _WRITE_HINT)
+
+
+def _inside_conda_meta(path: Path) -> Path | None:
+    """The env whose conda-meta/ holds `path`, if any (checked on the path as given and resolved)."""
+    for candidate in (path.absolute(), Path(os.path.realpath(path))):
+        for parent in candidate.parents:
+            if parent.name == "conda-meta" and parent.is_dir():
+                return parent.parent
+    return None
+
+
+def atomic_write_text(path: Path, text: str, mode: int | None = None) -> None:
+    """Write `text` to `path` by the rules in the module docstring (the one writer of -o/--report)."""
     path = Path(path)
+    env = _inside_conda_meta(path)
+    if env is not None:
+        raise EnvkitError(f"refusing to write {path}: it is inside the conda-meta folder of the environment {env} "
+                          "(conda's package records; a stray file there corrupts the env)",
+                          "write the file somewhere else, e.g. -o ./" + path.name)
+    fd_number = _STD_PATHS.get(str(path)) if str(path) in _STD_PATHS else None
+    match = _FD_PATH.match(str(path))
+    if match:
+        fd_number = int(match.group(1))
+    if fd_number is not None:
+        _write_fd(fd_number, path, text)
+        return
+    try:
+        st = os.stat(path)  # follows symlinks: what the data would really land on
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise _error(path, exc) from exc
+    if st is None:
+        real = Path(os.path.realpath(path))  # a dangling symlink: create its target
+        _atomic_replace(real, text, mode if mode is not None else _default_mode(), None)
+        return
+    kind = stat.S_IFMT(st.st_mode)
+    if kind == stat.S_IFREG:
+        real = Path(os.path.realpath(path))
+        _atomic_replace(real, text, stat.S_IMODE(st.st_mode) if mode is None else mode, st)
+    elif kind in (stat.S_IFCHR, stat.S_IFIFO):
+        _write_through(path, text, fifo=kind == stat.S_IFIFO)
+    elif kind == stat.S_IFDIR:
+        raise EnvkitError(f"cannot write {path}: it is a directory", "give a file name, e.g. -o DIR/environment.yml")
+    else:
+        what = "a socket" if kind == stat.S_IFSOCK else "a block device" if kind == stat.S_IFBLK else "not a file"
+        raise EnvkitError(f"refusing to write {path}: it is {what}; envkit writes only to files, terminals, "
+                          "pipes and character devices such as /dev/null", "give a file name instead")
+
+
+def _default_mode() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def _write_fd(fd: int, path: Path, text: str) -> None:
+    import sys
+
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    data = text.encode("utf-8")
+    try:
+        while data:
+            data = data[os.write(fd, data):]
+    except OSError as exc:
+        raise _error(path, exc) from exc
+
+
+def _write_through(path: Path, text: str, fifo: bool) -> None:
+    """Devices and FIFOs: open the existing node for writing (no create, no truncate, no replace)."""
+    flags = os.O_WRONLY | os.O_NOCTTY | (os.O_NONBLOCK if fifo else 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise EnvkitError(f"cannot write {path}: it is a FIFO with no reader",
+                              f"start the reader first (e.g. cat {path}), or give a file name") from exc
+        raise _error(path, exc) from exc
+    try:
+        if fifo:
+            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+        data = text.encode("utf-8")
+        while data:
+            data = data[os.write(fd, data):]
+    except OSError as exc:
+        raise _error(path, exc) from exc
+    finally:
+        os.close(fd)
+
+
+def _atomic_replace(path: Path, text: str, mode: int, old: os.stat_result | None) -> None:
     directory = path.parent if str(path.parent) else Path(".")
     try:
         directory.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
     except OSError as exc:
-        raise EnvkitError(f"cannot write {path}: {exc.strerror or exc}",
-                          "choose a writable location for -o, or fix the folder's permissions") from exc
+        raise _error(path, exc) from exc
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
             handle.write(text)
             handle.flush()
+            os.fchmod(handle.fileno(), mode)
+            if old is not None and os.geteuid() == 0 and (old.st_uid, old.st_gid) != (0, 0):
+                os.fchown(handle.fileno(), old.st_uid, old.st_gid)  # root keeps a user's file theirs
             os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException as exc:
         try:
@@ -31,6 +149,125 @@ def atomic_write_text(path: Path, text: str, mode: int = 0o644) -> None:
         except OSError:
             pass
         if isinstance(exc, OSError):
-            raise EnvkitError(f"cannot write {path}: {exc.strerror or exc}",
-                              "choose a writable location for -o, or fix the folder's permissions") from exc
+            raise _error(path, exc) from exc
         raise
+
+
+# -- a rename that never overwrites ---------------------------------------------------------------
+AT_FDCWD = -100
+RENAME_NOREPLACE = 1
+_SYS_RENAMEAT2 = {"x86_64": 316, "aarch64": 276, "ppc64le": 357, "s390x": 347}
+
+
+def _renameat2() -> object | None:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+    func = getattr(libc, "renameat2", None)  # glibc >= 2.28
+    if func is not None:
+        func.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+        func.restype = ctypes.c_int
+        return func
+    number = _SYS_RENAMEAT2.get(os.uname().machine)
+    syscall = getattr(libc, "syscall", None)
+    if number is None or syscall is None:
+        return None
+    return lambda a, b, c, d, e: syscall(ctypes.c_long(number), ctypes.c_int(a), ctypes.c_char_p(b),
+                                         ctypes.c_int(c), ctypes.c_char_p(d), ctypes.c_uint(e))
+
+
+_RENAMEAT2 = _renameat2()
+
+
+def rename_noreplace(src: Path, dst: Path) -> None:
+    """Rename `src` to `dst`, failing with FileExistsError if anything (even an empty folder) is at `dst`.
+
+    Linux renameat2(RENAME_NOREPLACE) (rename(2) man page) decides atomically in the kernel. Where the
+    call or the filesystem lacks it (ENOSYS, EINVAL: old kernels, some network filesystems), the name is
+    claimed with mkdir (atomic, EEXIST when taken) and the folder renamed over that empty claim; a
+    rename onto a folder that is no longer empty fails with ENOTEMPTY, so nothing is ever replaced.
+    """
+    if _RENAMEAT2 is not None:
+        ctypes.set_errno(0)
+        rc = _RENAMEAT2(AT_FDCWD, os.fsencode(src), AT_FDCWD, os.fsencode(dst), RENAME_NOREPLACE)  # type: ignore[operator]
+        if rc == 0:
+            return
+        err = ctypes.get_errno()
+        if err not in (errno.ENOSYS, errno.EINVAL):
+            raise OSError(err, os.strerror(err), str(dst) if err == errno.EEXIST else str(src))
+    if not src.is_dir() or src.is_symlink():
+        os.link(src, dst)  # files: link() refuses an existing name, then drop the old name
+        os.unlink(src)
+        return
+    os.mkdir(dst)  # FileExistsError when taken
+    try:
+        os.rename(src, dst)
+    except OSError as exc:
+        try:
+            os.rmdir(dst)  # only ever removes our own empty claim
+        except OSError:
+            pass
+        if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(dst)) from exc
+        raise
+
+
+# -- locks ----------------------------------------------------------------------------------------
+class Locked(Exception):
+    """Another process holds the lock (non-blocking attempt)."""
+
+
+@contextmanager
+def flocked(path: Path, *, blocking: bool = True, content: str = "", unlink: bool = True) -> Iterator[int]:
+    """An exclusive flock(2) on `path` (created if missing), held for the block; yields the fd.
+
+    flock belongs to the open file, not to a PID, so it works across PID namespaces, for PID 1 and
+    (through Linux's NFS emulation with POSIX locks) on shared homes. The lock file is removed while
+    still locked; whoever waited on the removed file notices (inode check) and retries on the new one.
+    """
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except BlockingIOError:
+            os.close(fd)
+            raise Locked(str(path)) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        try:
+            same = os.stat(path).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)  # the file was removed by its previous holder: lock the current one
+    try:
+        if content:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, content.encode("utf-8"), 0)
+        yield fd
+    finally:
+        if unlink:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        os.close(fd)
+
+
+def try_lock(path: Path) -> int | None:
+    """Take the flock on an existing lock file without blocking: its fd, or None while someone holds it."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if os.stat(path).st_ino != os.fstat(fd).st_ino:
+            raise BlockingIOError
+    except (BlockingIOError, FileNotFoundError):
+        os.close(fd)
+        return None
+    return fd

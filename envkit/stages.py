@@ -315,20 +315,23 @@ def run_in_env(name: str, command: list[str]) -> int:
         raise EnvkitError(f"cannot run {command[0]}: {exc}", "is bash installed?") from exc
 
 
-def remove_env(prefix: Path) -> None:
-    import shutil
+def remove_env(prefix: Path, *, not_envkit: bool = False) -> Path:
+    """Delete an env envkit can prove it made (envkit/ownership.py); others only with `not_envkit`.
 
-    from envkit.errors import EnvNotFoundError
+    Under the target's lock, so it never races a create of the same name; the name is freed at once
+    by a rename to a locked trash name, and an interrupted deletion is finished by the next sweep."""
+    from envkit.errors import EnvkitError
+    from envkit.ownership import check_deletable, forget
+    from envkit.staging import target_lock, trash
 
-    if not (prefix / "conda-meta").is_dir():
-        raise EnvNotFoundError(f"{prefix} is not an environment", "envkit list shows the environments")
-    import os
-    import secrets
-
-    # atomic: the name is free at once; a leftover (deletion interrupted) is swept like a dead staging folder
-    trash = prefix.parent / f".envkit-staging.{prefix.name}.{os.getpid()}.{secrets.token_hex(4)}"
-    prefix.rename(trash)
-    shutil.rmtree(trash, ignore_errors=True)
+    with target_lock(prefix):
+        check_deletable(prefix, allow_foreign=not_envkit, verb="remove")
+        real = Path(os.path.realpath(prefix))
+        forget(real)
+        problem = trash(real)
+    if problem:
+        raise EnvkitError(f"{prefix} was removed from its name, but {problem}", None)
+    return real
 
 
 def list_all() -> dict[str, Any]:

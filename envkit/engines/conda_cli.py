@@ -3,12 +3,12 @@ user's own conda tool through the one subprocess wrapper.
 
 conda 26.7 / mamba: `<exe> env create -f FILE -p PREFIX`; micromamba: `micromamba create -y -f FILE -p PREFIX`.
 CONDA_OVERRIDE_CUDA carries the selection's CUDA level. A conda prefix is not relocatable, so the
-env is built in place: a failure (or Ctrl-C) removes it and restores the old env of a --force.
+env is built at its final name under a locked journal (envkit/staging.py): a failure, Ctrl-C or a
+kill (at the next command's sweep) removes the half-made env and restores the old env of a --force.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import tempfile
@@ -50,8 +50,11 @@ def summarize(output: str) -> tuple[str, str]:
 
 
 def create_external(opts: Any, envfile: EnvFile, env_text: str, selection: Selection | None, machine: Machine,
-                    prefix: Path, timer: Any, notes: list[str], on_line: Callable[[str], None] | None) -> Any:
-    from envkit.create import OLD, CreateResult, cuda_override_for
+                    prefix: Path, timer: Any, notes: list[str], on_line: Callable[[str], None] | None,
+                    settle: Callable[[Path, Callable[[Path], None]], tuple[Any, bool]] | None = None) -> Any:
+    """`settle(prefix, build)` is the orchestrator's: it decides where the env is built, runs verify and
+    when an old env goes (create.install_and_settle), returning (verify report, old env restored)."""
+    from envkit.create import CreateResult, cuda_override_for
 
     exe = shutil.which(opts.engine)
     if exe is None:
@@ -63,13 +66,6 @@ def create_external(opts: Any, envfile: EnvFile, env_text: str, selection: Selec
     with tempfile.TemporaryDirectory(prefix="envkit-") as tmp:
         file = Path(tmp) / "environment.yml"
         file.write_text(envfile.render(), encoding="utf-8")  # credentials were never in it
-        argv = engine_argv(opts.engine, exe, file, prefix)
-        if opts.dry_run:
-            argv.append("--dry-run")
-        old = None
-        if prefix.exists() and not opts.dry_run:
-            old = prefix.parent / f"{OLD}.{prefix.name}.{os.getpid()}.0"
-            prefix.rename(old)
         lines: list[str] = []
 
         def stream(line: str) -> None:
@@ -77,7 +73,10 @@ def create_external(opts: Any, envfile: EnvFile, env_text: str, selection: Selec
             if on_line:
                 on_line(redact(line))
 
-        try:
+        def build(target: Path) -> None:
+            argv = engine_argv(opts.engine, exe, file, target)
+            if opts.dry_run:
+                argv.append("--dry-run")
             with timer.phase("solve+install"):
                 done = proc.run(argv, timeout=3 * 3600, env=env, on_line=stream)
             if done.returncode != 0:
@@ -87,20 +86,15 @@ def create_external(opts: Any, envfile: EnvFile, env_text: str, selection: Selec
             if not opts.dry_run:
                 from envkit.create import _write_meta
 
-                _write_meta(prefix, opts, env_text, selection, machine, (), timer, cuda)
-        except BaseException:
-            if not opts.dry_run and prefix.exists():
-                shutil.rmtree(prefix, ignore_errors=True)
-            if old is not None and old.exists():
-                old.rename(prefix)
-            raise
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    report = None
-    if not opts.no_verify and not opts.dry_run:
-        from envkit.stages import verify_env
+                _write_meta(target, opts, env_text, selection, machine, (), timer, cuda)
 
-        with timer.phase("verify"):
-            report = verify_env(prefix=str(prefix), timeout=opts.verify_timeout, quick=True)
+        report = None
+        restored = False
+        if opts.dry_run or settle is None:
+            build(prefix)
+        else:
+            # where the prefix comes from: built at the final name under a journal, the old env of a
+            # --force set aside under a lock until verify (envkit/create.py install_and_settle)
+            report, restored = settle(prefix, build)
     return CreateResult(prefix, (), selection, machine, timer.phases, opts.dry_run, env_text, report,
-                        envfile.pip, engine=opts.engine, notes=tuple(notes))
+                        envfile.pip, engine=opts.engine, notes=tuple(notes), restored_old=restored)

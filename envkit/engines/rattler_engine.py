@@ -8,7 +8,8 @@ Workarounds for what rattler-notes.md measured (§9):
 5. default clients have no retry and no auth -> one Client with Retry/Mirror/headers middleware;
 7. secrets persisted in records -> channels are always clean URLs; mirrors and /t/<token>/ are
    applied by MirrorMiddleware at request time, credentials as headers (secrets.py);
-8. file:// packages not hash-checked -> sha256 checked here before linking;
+8. file:// packages not hash-checked -> sha256 checked here before linking; an extracted package in
+   the cache is checked against its info/paths.json before it is linked (check_cache);
 9. no rollback -> create.py installs into a staging prefix with alternative_target_prefix, then renames.
 """
 
@@ -156,6 +157,7 @@ class RattlerEngine:
         self._client: Any = None
         self._records: list[Any] = []
         self._mirror_map: dict[str, str] = {}
+        self._fresh: list[str] = []
 
     # -- plumbing ---------------------------------------------------------------------------
     def client(self) -> Any:
@@ -363,6 +365,36 @@ class RattlerEngine:
                     f"{record.sha256.hex()[:16]}..., the file is {digest[:16]}...",
                     "the local channel is corrupt or was changed after indexing: rebuild or re-index it")
 
+    def check_cache(self) -> list[str]:
+        """Evict cached packages whose files no longer match their info/paths.json (size, and sha256
+        where recorded), so rattler extracts them again instead of linking a truncated or edited file
+        (a hardlinked file edited inside any env edits the cache too). Returns what was evicted."""
+        pkgs = self.settings.cache_dir / "pkgs"
+        stamps = self.settings.cache_dir / "envkit-verified"
+        evicted: list[str] = []
+        self._fresh = []
+        for record in self._records:
+            stem = re.sub(r"(\.tar\.bz2|\.conda)$", "", str(record.file_name))
+            entry = pkgs / stem
+            if not entry.is_dir():
+                self._fresh.append(stem)
+                continue
+            problem = cache_entry_problem(entry, stamps / f"{stem}.json")
+            if problem is None:
+                continue
+            _evict(entry, stamps / f"{stem}.json")
+            self._fresh.append(stem)
+            evicted.append(f"the cached {stem} was damaged ({problem}); it is fetched again")
+        return evicted
+
+    def stamp_fresh(self) -> None:
+        """After install: stamp the entries rattler just extracted, so the next run only stats them."""
+        pkgs = self.settings.cache_dir / "pkgs"
+        for stem in self._fresh:
+            if (pkgs / stem).is_dir():
+                cache_entry_problem(pkgs / stem, self.settings.cache_dir / "envkit-verified" / f"{stem}.json",
+                                    fresh=True)
+
     def install(self, staging: Path, final: Path) -> None:
         import rattler
         from rattler import MatchSpec
@@ -398,6 +430,10 @@ class RattlerEngine:
         what = f"downloading {pkg.group(1)}" if pkg else "installing"
         where = f" from {server}" if server else ""
         cause = text.strip().splitlines()[-1] if text.strip() else type(exc).__name__
+        if "No space left" in text or "Disk quota exceeded" in text:
+            return EngineError(f"{what} failed: the disk is full: {cause}\n{text}",
+                               "free space where the environment and the package cache live (df -h), or use "
+                               "--prefix PATH / ENVKIT_CACHE_DIR on a bigger disk")
         return EngineError(f"{what}{where} failed: {cause}\n{text}",
                            "nothing was left behind; check the server (or mirror) and run the same command again")
 
@@ -413,6 +449,104 @@ class RattlerEngine:
                 url = target + url[len(source):]
         parts = urlsplit(url)
         return f"{parts.scheme}://{parts.netloc}" if parts.netloc else url
+
+
+def _key(info: Any) -> list[int]:
+    return [info.st_mode, info.st_size, info.st_mtime_ns, info.st_ino]
+
+
+def _unchanged(base: str, files: dict[str, list[int]]) -> bool:
+    """The hot loop of a warm create: one lstat per file, compared without building objects."""
+    import os
+
+    lstat = os.lstat
+    for rel, (mode, size, mtime, ino) in files.items():
+        info = lstat(base + rel)
+        if info.st_size != size or info.st_mtime_ns != mtime or info.st_ino != ino or info.st_mode != mode:
+            return False
+    return True
+
+
+def cache_entry_problem(entry: Path, stamp: Path, fresh: bool = False) -> str | None:
+    """What is wrong with an extracted package, or None.
+
+    A stamp records (mode, size, mtime, inode) of every path and of info/paths.json after a full
+    check; while all of them are unchanged nothing is read or hashed again (the way git's index skips
+    unchanged files), so a warm create pays one lstat per file. `fresh`: just extracted by rattler from
+    a hash-checked archive, so only sizes are checked before stamping."""
+    import json
+    import os
+    import stat as st
+
+    base = str(entry)
+    paths_json = os.path.join(base, "info", "paths.json")
+    try:
+        known = json.loads(stamp.read_text(encoding="utf-8"))
+        if isinstance(known, dict) and known.get("paths.json") == _key(os.lstat(paths_json)) and _unchanged(
+                base + "/", known["files"]):
+            return None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        known = {}
+    old_files = known.get("files", {}) if isinstance(known, dict) else {}
+    try:
+        listing = json.loads(Path(paths_json).read_text(encoding="utf-8"))["paths"]
+        paths_key = _key(os.lstat(paths_json))
+    except (OSError, ValueError, KeyError, TypeError):
+        return "info/paths.json is missing or unreadable"
+    seen: dict[str, list[int]] = {}
+    for item in listing:
+        rel = str(item.get("_path", ""))
+        path = os.path.join(base, rel)
+        kind = item.get("path_type", "hardlink")
+        try:
+            info = os.lstat(path)
+        except OSError:
+            return f"{rel} is missing"
+        key = _key(info)
+        if kind == "softlink":
+            if not st.S_ISLNK(info.st_mode):
+                return f"{rel} is not a symlink"
+        elif kind == "directory":
+            if not st.S_ISDIR(info.st_mode):
+                return f"{rel} is not a folder"
+        else:
+            if not st.S_ISREG(info.st_mode):
+                return f"{rel} is not a regular file"
+            size = item.get("size_in_bytes")
+            if size is not None and info.st_size != int(size):
+                return f"{rel} has {info.st_size} bytes, paths.json says {size}"
+            digest = item.get("sha256")
+            if digest and not fresh and old_files.get(rel) != key:
+                try:
+                    if _sha256(Path(path)) != digest:
+                        return f"{rel} does not match its sha256 in paths.json"
+                except OSError as exc:
+                    return f"{rel} is unreadable ({exc.strerror})"
+        seen[rel] = key
+    try:
+        stamp.parent.mkdir(parents=True, exist_ok=True)
+        tmp = stamp.with_name(f".{stamp.name}.{os.getpid()}")
+        tmp.write_text(json.dumps({"paths.json": paths_key, "files": seen}), encoding="utf-8")
+        os.replace(tmp, stamp)
+    except OSError:
+        pass  # no stamp: the next run checks in full again
+    return None
+
+
+def _evict(entry: Path, stamp: Path) -> None:
+    """Move a damaged cache entry out of rattler's way (a rename: no half-deleted entry), then delete it."""
+    import os
+    import secrets
+    import shutil
+
+    stamp.unlink(missing_ok=True)
+    gone = entry.with_name(f".envkit-evicted.{entry.name}.{secrets.token_hex(4)}")
+    try:
+        os.rename(entry, gone)
+    except OSError as exc:
+        raise EngineError(f"the cached package {entry} is damaged and could not be moved aside: {exc.strerror}",
+                          f"remove it by hand: rm -rf {entry}") from exc
+    shutil.rmtree(gone, ignore_errors=True)
 
 
 def _sha256(path: Path) -> str:

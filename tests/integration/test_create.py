@@ -301,14 +301,6 @@ def test_pip_guard_refuses_a_cpu_wheel_for_a_gpu_selection() -> None:
     pip_guard(None, [("torch", "2.14.0+cpu")])  # no GPU selection: nothing to guard
 
 
-def test_stale_staging_is_swept(capsys: pytest.CaptureFixture[str], server: ChannelServer, isolated: Path) -> None:
-    envs = isolated / "envs"
-    stale = envs / ".envkit-staging.old.999999.deadbeef"
-    (stale / "conda-meta").mkdir(parents=True)
-    code, out, _err = create(capsys, "fresh", "--spec", "minimal", *GPU, "--mirror", server.url, "--no-verify")
-    assert code == 0 and not stale.exists() and "stale staging" in out
-
-
 def test_list_run_and_remove(capsys: pytest.CaptureFixture[str], server: ChannelServer, isolated: Path,
                              tmp_path: Path) -> None:
     file = tmp_path / "tool.yml"

@@ -1,0 +1,387 @@
+"""Building an env beside its final place and moving it in without ever losing or clobbering one.
+
+Next to an env `<envs>/<name>` envkit keeps, while it works:
+- `.<name>.envkit-lock`: the per-target lock; every create, --force and remove of that name holds it,
+  so two creates of one name run one after the other and the second finds the first's env;
+- `.envkit-staging.<name>.<id>/`: the env being built, with `.envkit-staging.<name>.<id>.lock` beside it
+  (envkit's staging marker: JSON naming the folder; flock-ed by its builder for as long as it lives);
+- `.envkit-old.<name>.<id>/`: the old env a --force moved aside, with its own flock-ed `.lock`, kept
+  until the new env has passed verify;
+- `.envkit-building.<name>.<id>.lock`: an external engine building in place (conda prefixes are not
+  relocatable), naming the old env it set aside.
+
+A leftover is judged by its lock, never by a PID (PIDs mean nothing across PID namespaces,
+containers and hosts sharing a home, and PID 1 is always "alive"): the sweep takes the lock without
+blocking, so it only touches leftovers whose owner is gone, and only those carrying the marker.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from envkit.errors import EnvExistsError, EnvkitError
+from envkit.fsutil import Locked, flocked, rename_noreplace, try_lock
+
+STAGING = ".envkit-staging"
+OLD = ".envkit-old"
+BUILDING = ".envkit-building"
+TRASH = ".envkit-trash"
+_LEFTOVER = re.compile(rf"^({re.escape(STAGING)}|{re.escape(OLD)}|{re.escape(BUILDING)}|{re.escape(TRASH)})"
+                       r"\.(.+)\.([0-9a-f]{8,32})\.lock$")
+
+
+def lock_path(prefix: Path) -> Path:
+    return prefix.parent / f".{prefix.name}.envkit-lock"
+
+
+@contextmanager
+def quiet_signals() -> Iterator[None]:
+    """Defer SIGINT/SIGTERM while a rename pair or a cleanup runs, so it is never cut in half.
+
+    A deferring Python-level handler, not a signal mask: with rattler's threads running, the kernel
+    may deliver the signal to any thread, and Python runs its handler in the main thread regardless
+    of that thread's mask. The deferred signal is raised again at the end of the block."""
+    pending: list[int] = []
+
+    def defer(signum: int, _frame: Any) -> None:
+        pending.append(signum)
+
+    previous: dict[signal.Signals, Any] = {}
+    try:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, defer)
+    except ValueError:  # not the main thread: no handler of ours can run here anyway
+        pass
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        if pending:
+            signal.raise_signal(pending[0])
+
+
+def check_parent(prefix: Path) -> None:
+    """The folder an env goes into must be (or become) a folder: a file on the way is a usage error."""
+    from envkit.errors import UsageError
+
+    parent = prefix.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise UsageError(f"{parent} is a file, so {prefix} cannot be created", "choose another name or --prefix")
+
+
+@contextmanager
+def target_lock(prefix: Path, on_wait: Any = None) -> Iterator[None]:
+    """Serialize every create/--force/remove of one target (waits for the other one to finish)."""
+    check_parent(prefix)
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    path = lock_path(prefix)
+    try:
+        with flocked(path, blocking=False):
+            yield
+        return
+    except Locked:
+        if on_wait is not None:
+            on_wait(f"another envkit is creating or removing {prefix}; waiting for it to finish")
+    with flocked(path, blocking=True):
+        yield
+
+
+def _record(kind: str, target: Path, folder: Path, **extra: Any) -> str:
+    return json.dumps({"envkit": kind, "target": str(target), "folder": str(folder), "pid": os.getpid(),
+                       "host": socket.gethostname(), **extra})
+
+
+@dataclass
+class Held:
+    """A folder next to the target that this process owns while its lock is held."""
+
+    folder: Path
+    lock: Path
+    fd: int
+    _stack: Any = field(default=None, repr=False)
+
+    def release(self, remove_folder: bool) -> str | None:
+        """Drop the folder (if asked) and the lock; a cleanup failure is returned, never raised."""
+        problem = None
+        with quiet_signals():
+            if remove_folder and (self.folder.exists() or self.folder.is_symlink()):
+                try:
+                    shutil.rmtree(self.folder)
+                except OSError as exc:
+                    problem = f"could not remove {self.folder} ({exc.strerror or exc}): remove it with rm -rf {self.folder}"
+            if self._stack is not None:
+                self._stack.close()
+                self._stack = None
+        return problem
+
+    def abandon(self) -> None:
+        """Let go of the lock but keep the marker: the next sweep finds the folder (e.g. a kept old env)."""
+        content = os.pread(self.fd, 1 << 16, 0)
+        self.release(remove_folder=False)
+        try:
+            fd = os.open(self.lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            os.write(fd, content)
+            os.close(fd)
+        except OSError:
+            pass
+
+
+def hold(kind: str, target: Path, *, mkdir: bool, **extra: Any) -> Held:
+    """Lock a fresh `<kind>.<name>.<id>` name beside `target`; create the folder if asked."""
+    from contextlib import ExitStack
+
+    tag = secrets.token_hex(6)
+    folder = target.parent / f"{kind}.{target.name}.{tag}"
+    lock = target.parent / f"{kind}.{target.name}.{tag}.lock"
+    stack = ExitStack()
+    fd = stack.enter_context(flocked(lock, blocking=False, content=_record(kind, target, folder, **extra)))
+    try:
+        if mkdir:
+            folder.mkdir(mode=0o755)
+    except BaseException:
+        stack.close()
+        raise
+    return Held(folder, lock, fd, stack)
+
+
+def update(held: Held, kind: str, target: Path, **extra: Any) -> None:
+    data = _record(kind, target, held.folder, **extra).encode()
+    os.ftruncate(held.fd, 0)
+    os.pwrite(held.fd, data, 0)
+
+
+@contextmanager
+def staging_folder(target: Path) -> Iterator[Held]:
+    """A locked, marked staging folder; removed (before any message is printed) unless moved in."""
+    held = hold(STAGING, target, mkdir=True)
+    try:
+        yield held
+    except BaseException as exc:
+        problem = held.release(remove_folder=True)
+        if problem and isinstance(exc, EnvkitError):  # the message must not claim a clean slate
+            exc.message = exc.message.replace("nothing was left behind; ", "") + f"; and {problem}"
+            exc.hint = (exc.hint or "").replace("nothing was left behind; ", "") or None
+        raise
+    problem = held.release(remove_folder=True)
+    if problem:
+        raise EnvkitError(f"the environment is in place, but {problem}", None)
+
+
+def check_target(prefix: Path, force: bool, allow_foreign: bool, expected_id: str | None = None) -> bool:
+    """May a create put an env at `prefix`? True when an existing env will be replaced (--force)."""
+    from envkit.ownership import check_deletable
+
+    check_parent(prefix)
+    if not (prefix.exists() or prefix.is_symlink()):
+        return False
+    if prefix.is_symlink() and not prefix.exists():
+        raise EnvExistsError(f"{prefix} is a dangling symlink; it was not touched",
+                             f"remove the link (rm {prefix}) or choose another name or --prefix")
+    is_env = (prefix / "conda-meta").is_dir()
+    if not force:
+        what = "an environment" if is_env else "a file" if not prefix.is_dir() else "a folder"
+        raise EnvExistsError(f"{prefix} already exists ({what}); it was not touched",
+                             "pass --force to rebuild it (the old one stays until the new one has passed "
+                             "verify), or choose another name")
+    check_deletable(prefix, allow_foreign=allow_foreign, verb="replace", expected_id=expected_id)
+    return True
+
+
+@contextmanager
+def building_in_place(prefix: Path) -> Iterator[Held]:
+    """An external engine builds at the final name (conda prefixes are not relocatable): a locked
+    journal beside it lets the next sweep remove a half-made env and put back the set-aside old one."""
+    held = hold(BUILDING, prefix, mkdir=False, aside=None)
+    try:
+        yield held
+    finally:
+        held.release(remove_folder=False)
+
+
+def set_aside(prefix: Path, new_id: str | None) -> Held:
+    """--force: move the old env to a locked `.envkit-old.*` name (restored if this process dies)."""
+    held = hold(OLD, prefix, mkdir=False, new_id=new_id)
+    try:
+        with quiet_signals():
+            rename_noreplace(prefix, held.folder)
+    except BaseException:
+        if held.folder.exists() and not prefix.exists():  # interrupted after the move: put it back
+            try:
+                rename_noreplace(held.folder, prefix)
+            except OSError:
+                held.abandon()  # kept aside, marked: the sweep restores it
+                raise
+        held.release(remove_folder=False)
+        raise
+    return held
+
+
+def swap_in(staging: Path, prefix: Path) -> None:
+    """The final, refusing rename: whatever appeared at `prefix` meanwhile is never replaced."""
+    try:
+        rename_noreplace(staging, prefix)
+    except FileExistsError:
+        raise EnvExistsError(f"{prefix} appeared while the environment was being built; it was not touched "
+                             "and the new build was discarded",
+                             "run again with --force to replace it, or choose another name") from None
+
+
+def restore(old: Held, prefix: Path) -> str | None:
+    """Put a set-aside env back under its name; if the name was taken meanwhile, keep it aside (marked
+    for the sweep, never deleted) and say where it is."""
+    try:
+        with quiet_signals():
+            rename_noreplace(old.folder, prefix)
+    except OSError as exc:
+        old.abandon()
+        return (f"the old environment could not go back to {prefix} ({exc.strerror or exc}); it is kept at "
+                f"{old.folder}: move it back by hand")
+    old.release(remove_folder=False)
+    return None
+
+
+def discard(prefix: Path, owner_id: str) -> str | None:
+    """Remove an env this very run made (checked by its owner id) through a locked trash name."""
+    from envkit.ownership import forget, ownership
+
+    if not ownership(prefix, owner_id).owned:
+        return f"{prefix} is not the env this run made; it was left alone"
+    forget(prefix)
+    return trash(prefix)
+
+
+def trash(path: Path) -> str | None:
+    """Free the name at once (rename to a locked trash name), then delete; a kill mid-way is swept."""
+    trash = hold(TRASH, path, mkdir=False)
+    try:
+        with quiet_signals():
+            rename_noreplace(path, trash.folder)
+    except BaseException:
+        trash.release(remove_folder=trash.folder.exists())  # moved already: finish what was asked
+        raise
+    return trash.release(remove_folder=True)
+
+
+# -- the sweep ------------------------------------------------------------------------------------
+def sweep(parent: Path, held_name: str | None = None) -> list[str]:
+    """Remove leftovers whose owner is gone (their lock is free); put back a set-aside old env."""
+    notes: list[str] = []
+    try:
+        entries = sorted(parent.iterdir()) if parent.is_dir() else []
+    except OSError:
+        return notes
+    for lock in entries:
+        match = _LEFTOVER.match(lock.name)
+        if not match:
+            if lock.name.endswith(".envkit-lock") and lock.name.startswith(".") and lock.name != (
+                    f".{held_name}.envkit-lock"):
+                _drop_target_lock(lock)
+            continue
+        fd = try_lock(lock)
+        if fd is None:
+            continue  # its owner is alive (whatever PID namespace or host it runs in)
+        try:
+            notes += _sweep_one(parent, lock, match.group(1), match.group(2), fd, held_name)
+        finally:
+            os.close(fd)
+    return notes
+
+
+def _drop_target_lock(path: Path) -> None:
+    """A per-target lock file left by a killed run: removed while locked (waiters re-check the inode)."""
+    try:
+        with flocked(path, blocking=False):
+            pass
+    except (Locked, OSError):
+        pass
+
+
+def _sweep_one(parent: Path, lock: Path, kind: str, name: str, fd: int, held_name: str | None) -> list[str]:
+    if os.fstat(fd).st_uid != os.geteuid():
+        return []  # another user's leftover (or a planted marker in a shared folder): theirs to sweep
+    try:
+        data = json.loads(os.pread(fd, 1 << 16, 0).decode("utf-8") or "{}")
+    except (OSError, ValueError, UnicodeDecodeError):
+        data = {}
+    folder = parent / lock.name[: -len(".lock")]
+    target = parent / name
+    if not (isinstance(data, dict) and data.get("envkit") == kind and data.get("folder") == str(folder)):
+        if not folder.exists():  # killed before the marker was written: only the empty lock is left
+            lock.unlink(missing_ok=True)
+        return []
+    notes: list[str] = []
+    if kind in (OLD, BUILDING):
+        if name != held_name:
+            try:
+                with flocked(lock_path(target), blocking=False):
+                    notes += _recover(kind, folder, target, data)
+            except Locked:
+                return []  # a live create of that name will finish its own recovery
+        else:
+            notes += _recover(kind, folder, target, data)
+        if kind == OLD and folder.exists():
+            return notes  # kept (the name is taken by something else): never deleted
+    elif folder.exists() or folder.is_symlink():
+        shutil.rmtree(folder, ignore_errors=True)
+        if folder.exists():
+            notes.append(f"could not remove the leftover staging folder {folder}: remove it with rm -rf {folder}")
+            return notes
+        notes.append(f"removed a stale staging folder {folder.name} (its envkit run had ended)")
+    lock.unlink(missing_ok=True)
+    return notes
+
+
+def _recover(kind: str, folder: Path, target: Path, data: dict[str, Any]) -> list[str]:
+    """An interrupted --force: take back the old env; an interrupted external build: drop the half-made one."""
+    from envkit.ownership import ownership
+
+    notes: list[str] = []
+    if kind == BUILDING:
+        aside = Path(str(data["aside"])) if data.get("aside") else None
+        if aside is not None and (aside.parent != target.parent or not aside.name.startswith(f"{OLD}.{target.name}.")):
+            return [f"ignored {folder.name}.lock: it names a folder that is not this env's set-aside copy"]
+        if target.exists() and target.stat().st_uid != os.geteuid():
+            return []
+        if target.exists() and not target.is_symlink() and (target / "conda-meta").is_dir() or _empty_dir(target):
+            trash(target)
+            notes.append(f"removed the half-made {target} (an external-engine create was interrupted)")
+        if aside is not None and aside.exists() and not target.exists():
+            with quiet_signals():
+                rename_noreplace(aside, target)
+            Path(f"{aside}.lock").unlink(missing_ok=True)
+            notes.append(f"restored {target} (a previous --force rebuild was interrupted)")
+        return notes
+    # OLD: the old env of an interrupted --force
+    if target.exists() and data.get("new_id") and ownership(target, str(data["new_id"])).owned:
+        # the rebuild was swapped in but never passed verify: the old env wins
+        trash(target)
+        notes.append(f"dropped the unverified rebuild of {target}")
+    if not target.exists():
+        with quiet_signals():
+            rename_noreplace(folder, target)
+        notes.append(f"restored {target} (a previous --force rebuild was interrupted)")
+    else:
+        notes.append(f"kept the old env of an interrupted --force at {folder}: {target} is taken by something "
+                     f"else now (move it back by hand: mv {folder} <new name>)")
+    return notes
+
+
+def _empty_dir(path: Path) -> bool:
+    try:
+        return path.is_dir() and not path.is_symlink() and not any(path.iterdir())
+    except OSError:
+        return False

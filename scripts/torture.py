@@ -1,0 +1,291 @@
+#!/usr/bin/env python3
+"""Fault injection for `envkit create` (issue 9): kill it at random points (SIGKILL, SIGINT, SIGTERM),
+fill the disk (a small tmpfs in a private mount namespace, as root), corrupt the package cache, and
+race two creates of one name; then check what the next command leaves behind.
+
+Prints a table and exits 1 if any bad count is not 0:
+  envs lost                      an env that existed (or was completed) is gone or incomplete
+  half-made envs under a name    a folder at an env's real name that is not a complete envkit env
+  staging left after next cmd    .envkit-* leftovers or lock files once the next command has run
+  old envs lost on failed force  a --force that failed took the old env with it
+  damaged files linked           a corrupted cache file was linked into a new env
+  tracebacks                     a fault ended in a traceback (a signal during interpreter start-up,
+                                 before envkit's code runs, is counted as a fault, not here)
+
+Usage: python scripts/torture.py [--short] [--kills N] [--seed S]   (needs the test extra: zstandard)
+--short (a few faults of each kind, well under a minute on 2 cores) is what the test suite runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+
+@dataclass
+class Tally:
+    faults: dict[str, int] = field(default_factory=dict)
+    bad: dict[str, list[str]] = field(default_factory=lambda: {
+        "envs lost": [], "half-made envs under a name": [], "staging left after next cmd": [],
+        "old envs lost on failed force": [], "damaged files linked": [], "tracebacks": []})
+
+    def fault(self, kind: str) -> None:
+        self.faults[kind] = self.faults.get(kind, 0) + 1
+
+    def flag(self, what: str, detail: str) -> None:
+        self.bad[what].append(detail)
+
+
+class Bed:
+    """One scratch envkit home + cache over the file:// test channel."""
+
+    def __init__(self, work: Path, channel: str, home: Path | None = None) -> None:
+        from testbed.channel import PY
+
+        self.py = PY
+        self.home = home or work / "home"
+        self.envs = self.home / "envs"
+        self.cache = work / "cache"
+        self.channel = channel
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("ENVKIT_", "CONDA_", "MAMBA_"))}
+        self.env.update(ENVKIT_HOME=str(self.home), ENVKIT_CACHE_DIR=str(self.cache), HOME=str(work),
+                        PIP_CONFIG_FILE=os.devnull)
+
+    def argv(self, name: str, *extra: str) -> list[str]:
+        return [sys.executable, "-m", "envkit", "create", name, "--spec", "minimal", "--cuda", "13.0", "--python",
+                self.py, "--channel", self.channel, "--no-verify", "-q", *extra]
+
+    def run(self, name: str, *extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(self.argv(name, *extra), env=self.env, capture_output=True, text=True, timeout=300)
+
+    def start(self, name: str, *extra: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(self.argv(name, *extra), env=self.env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True)
+
+
+def complete(prefix: Path) -> bool:
+    return ((prefix / ".envkit" / "owner.json").is_file() and (prefix / ".envkit" / "create.json").is_file()
+            and (prefix / "conda-meta" / "history").is_file()
+            and (prefix / "conda-meta" / "history").stat().st_size > 0 and (prefix / "bin" / "python").exists())
+
+
+def audit(bed: Bed, tally: Tally, label: str, must_exist: list[str]) -> None:
+    """After a completed command: every name is a complete env; no leftovers; nothing expected is gone."""
+    names = sorted(p.name for p in bed.envs.iterdir()) if bed.envs.exists() else []
+    for name in names:
+        if name.startswith("."):
+            tally.flag("staging left after next cmd", f"{label}: {name}")
+        elif not complete(bed.envs / name):
+            tally.flag("half-made envs under a name", f"{label}: {name}")
+    for name in must_exist:
+        if not complete(bed.envs / name):
+            tally.flag("envs lost", f"{label}: {name}")
+
+
+def next_command(bed: Bed, tally: Tally, label: str, counter: list[int]) -> None:
+    counter[0] += 1
+    done = bed.run(f"probe{counter[0]}")
+    if done.returncode != 0:
+        tally.flag("envs lost", f"{label}: the next create failed: {done.stderr.strip()[-300:]}")
+
+
+def kills(bed: Bed, tally: Tally, rng: random.Random, per_signal: int) -> None:
+    assert bed.run("victim").returncode == 0
+    start = time.perf_counter()
+    assert bed.run("timing").returncode == 0
+    span = time.perf_counter() - start
+    counter = [0]
+    for sig in (signal.SIGKILL, signal.SIGINT, signal.SIGTERM):
+        for i in range(per_signal):
+            force = i % 2 == 0
+            name = "victim" if force else f"new-{sig.name}-{i}"
+            (bed.envs / "victim" / "keep.txt").write_text("old")
+            proc = bed.start(name, *(["--force"] if force else []))
+            time.sleep(rng.uniform(0.05, span * 1.1))
+            proc.send_signal(sig)
+            try:
+                _out, err = proc.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                _out, err = proc.communicate()
+                tally.flag("staging left after next cmd", f"{sig.name} #{i}: create did not stop within 60 s")
+            tally.fault(sig.name)
+            if "Traceback" in (err or ""):
+                if "in <module>" in err or "importlib._bootstrap" in err:
+                    tally.fault(f"{sig.name} during interpreter start-up")  # before envkit runs: Python's own
+                else:
+                    tally.flag("tracebacks", f"{sig.name} #{i}: {err[-300:]}")
+            next_command(bed, tally, f"{sig.name} #{i}", counter)
+            audit(bed, tally, f"{sig.name} #{i}", ["victim"])
+
+
+def corrupt_cache(bed: Bed, tally: Tally, rng: random.Random, rounds: int) -> None:
+    pkgs = bed.cache / "pkgs"
+    for i in range(rounds):
+        files = [(entry, item) for entry in sorted(pkgs.iterdir()) if entry.is_dir() and not entry.name.startswith(".")
+                 for item in json.loads((entry / "info" / "paths.json").read_text())["paths"]
+                 if item.get("path_type", "hardlink") == "hardlink" and item.get("size_in_bytes")
+                 and "prefix_placeholder" not in item]  # those are rewritten while linking
+        entry, item = rng.choice(files)
+        cached = entry / item["_path"]
+        mode = rng.choice(["truncate", "delete", "flip"])
+        data = cached.read_bytes()
+        cached.unlink()  # never edit through a hardlink into the envs
+        if mode == "truncate":
+            cached.write_bytes(data[: len(data) // 2])
+        elif mode == "flip" and data:
+            cached.write_bytes(bytes([data[0] ^ 0xFF]) + data[1:])
+        tally.fault("cache corrupted")
+        name = f"cache{i}"
+        done = bed.run(name)
+        if done.returncode != 0:
+            tally.flag("envs lost", f"cache {mode}: create failed: {done.stderr.strip()[-300:]}")
+            continue
+        linked = bed.envs / name / item["_path"]
+        if linked.exists() and linked.read_bytes() != data:
+            tally.flag("damaged files linked", f"cache {mode}: {item['_path']} in {name}")
+        audit(bed, tally, f"cache {mode}", ["victim"])
+
+
+def races(bed: Bed, tally: Tally, rounds: int) -> None:
+    counter = [100]
+    for i in range(rounds):
+        name = f"race{i}"
+        procs = [bed.start(name), bed.start(name)]
+        results = [p.communicate(timeout=300) for p in procs]
+        tally.fault("race of two creates")
+        codes = sorted(p.returncode for p in procs)
+        loser = next((err for p, (_o, err) in zip(procs, results) if p.returncode == 1), "")
+        if codes != [0, 1] or "already exists" not in loser:
+            tally.flag("envs lost", f"race {i}: exit codes {codes}: {loser.strip()[-200:]}")
+        procs = [bed.start("victim", "--force"), bed.start("victim", "--force")]
+        results = [p.communicate(timeout=300) for p in procs]
+        tally.fault("race of two --force")
+        if any(p.returncode != 0 for p in procs):
+            tally.flag("envs lost", f"force race {i}: " + " | ".join(e.strip()[-200:] for _o, e in results))
+        next_command(bed, tally, f"race {i}", counter)
+        audit(bed, tally, f"race {i}", ["victim", name])
+
+
+def disk_full_child(work: Path, channel: str, rounds: int, seed: int) -> int:
+    """Runs inside `unshare -m`, with a small tmpfs mounted at <work>/home: writes a JSON tally."""
+    rng = random.Random(seed)
+    tally = Tally()
+    bed = Bed(work, channel)
+    filler = bed.home / "filler"
+    assert bed.run("victim").returncode == 0, "victim"
+    counter = [200]
+    for i in range(rounds):
+        (bed.envs / "victim" / "keep.txt").write_text("old")
+        free = rng.choice([0, 4, 8, 16, 32, 64]) * 1024
+        fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)  # fill the disk, then give `free` back
+        try:
+            while os.write(fd, b"\0" * 65536):
+                pass
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        size = filler.stat().st_size
+        os.truncate(filler, max(0, size - free))
+        force = i % 2 == 0
+        done = bed.run("victim" if force else f"full{i}", *(["--force"] if force else []))
+        if os.environ.get("ENVKIT_TORTURE_VERBOSE"):
+            print(f"disk full #{i} free={free} rc={done.returncode}: {done.stderr.strip()[-400:]}", file=sys.stderr)
+        tally.fault("disk full" if done.returncode else "disk full (create still fit)")
+        if "Traceback" in done.stderr:
+            tally.flag("tracebacks", f"disk full #{i}: {done.stderr[-300:]}")
+        leftovers = [p.name for p in bed.envs.iterdir() if p.name.startswith(".")]
+        if leftovers:  # a failure (not a kill) removes its own staging folder before it prints
+            tally.flag("staging left after next cmd", f"disk full #{i}: the failed create left {leftovers}"
+                       + (" while saying nothing was left behind" if "nothing was left behind" in done.stderr else ""))
+        if force and done.returncode != 0 and not (bed.envs / "victim" / "keep.txt").is_file():
+            tally.flag("old envs lost on failed force", f"disk full #{i} (free {free}): {done.stderr[-200:]}")
+        filler.unlink()
+        next_command(bed, tally, f"disk full #{i}", counter)
+        audit(bed, tally, f"disk full #{i}", ["victim"])
+    (work / "tally.json").write_text(json.dumps({"faults": tally.faults, "bad": tally.bad}))
+    return 0
+
+
+def disk_full(work: Path, channel: str, tally: Tally, rounds: int, seed: int) -> str | None:
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return "disk full: skipped (needs root and unshare for a private tmpfs)"
+    (work / "home").mkdir(parents=True)
+    script = ('mount -t tmpfs -o size=2m envkit-torture "$1/home" && exec "$2" "$3" --disk-full-child "$1" '
+              '--channel "$4" --rounds "$5" --seed "$6"')
+    done = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", str(work),
+                           sys.executable, __file__, channel, str(rounds), str(seed)],
+                          capture_output=True, text=True, timeout=600)
+    if os.environ.get("ENVKIT_TORTURE_VERBOSE"):
+        print(done.stderr, file=sys.stderr)
+    result = work / "tally.json"
+    if done.returncode != 0 or not result.exists():
+        return f"disk full: skipped (private tmpfs not available: {done.stderr.strip()[-300:]})"
+    data = json.loads(result.read_text())
+    for kind, count in data["faults"].items():
+        tally.faults[kind] = tally.faults.get(kind, 0) + count
+    for what, items in data["bad"].items():
+        tally.bad[what] += items
+    return None
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--short", action="store_true", help="a few faults of each kind (the CI mode)")
+    parser.add_argument("--kills", type=int, default=None, help="kills per signal (default 30; --short 2)")
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--disk-full-child", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--channel", help=argparse.SUPPRESS)
+    parser.add_argument("--rounds", type=int, default=0, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    seed = args.seed if args.seed is not None else random.randrange(1 << 30)
+    if args.disk_full_child:
+        return disk_full_child(args.disk_full_child, args.channel, args.rounds, seed)
+    from testbed.channel import build_testbed, test_venv_site
+
+    per_signal = args.kills if args.kills is not None else (2 if args.short else 30)
+    rounds = 2 if args.short else 10
+    rng = random.Random(seed)
+    work = Path(tempfile.mkdtemp(prefix="envkit-torture-"))
+    started = time.perf_counter()
+    try:
+        bed_root = build_testbed(work / "bed", host_site=test_venv_site())
+        channel = bed_root.url("conda-forge")
+        tally = Tally()
+        bed = Bed(work / "main", channel)
+        kills(bed, tally, rng, per_signal)
+        corrupt_cache(bed, tally, rng, rounds)
+        races(bed, tally, 1 if args.short else 5)
+        skipped = disk_full(work / "disk", channel, tally, rounds, seed)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"envkit torture (seed {seed}, {time.perf_counter() - started:.0f} s)")
+    injected = sum(v for k, v in tally.faults.items() if "start-up" not in k and "still fit" not in k)
+    print(f"{'faults injected':32s} {injected:5d}   "
+          + ", ".join(f"{k} {v}" for k, v in tally.faults.items()))
+    for what, items in tally.bad.items():
+        print(f"{what:32s} {len(items):5d}   (must be 0)")
+    if skipped:
+        print(skipped)
+    failed = [item for items in tally.bad.values() for item in items]
+    for item in failed[:20]:
+        print(f"  bad: {item}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
