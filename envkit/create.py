@@ -272,6 +272,7 @@ def _run_pip(prefix: Path, lines: Sequence[str], selection: Selection | None, on
     try:
         planned = json.loads(report.read_text())["install"]
         pairs = [(i["metadata"]["name"], i["metadata"]["version"]) for i in planned]
+        _keep_pip_provenance(prefix, planned)
     except (OSError, ValueError, KeyError):
         pairs = []
     finally:
@@ -283,6 +284,22 @@ def _run_pip(prefix: Path, lines: Sequence[str], selection: Selection | None, on
                           f"{redact(done.stdout.strip()[-1500:])}",
                           "nothing was left behind; fix the pip section or the index, then run again")
     return tuple(f"{n}=={v}" for n, v in pairs)
+
+
+def _keep_pip_provenance(prefix: Path, planned: Sequence[Any]) -> None:
+    """Where each wheel came from (URL without credentials, sha256): `envkit export --format lock` writes
+    real PyPI entries from it. pip's own report is not kept (its URLs may carry an index's credentials)."""
+    from envkit.export import PIP_PROVENANCE
+    from envkit.render.mirrors import strip_credentials
+
+    rows = []
+    for item in planned:
+        info = item.get("download_info") or {}
+        url = redact(strip_credentials(str(info.get("url") or ""))[0])
+        digest = ((info.get("archive_info") or {}).get("hashes") or {}).get("sha256")
+        rows.append({"name": item["metadata"]["name"], "version": item["metadata"]["version"], "url": url,
+                     "sha256": digest})
+    (prefix / META_DIR / PIP_PROVENANCE).write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
 
 
 # -- the whole flow -----------------------------------------------------------------------------
@@ -310,6 +327,21 @@ def _channels_of(path: Path, kind: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(urls))
 
 
+def _recreate_envfile(name: str, source: Path, kind: str) -> tuple[EnvFile, Any]:
+    """What an explicit file (+ its sidecar) or a lock holds besides conda packages: pip, variables."""
+    if kind == "lock":
+        from envkit.lockfile import current_platform, pip_lines, read_lock
+
+        lock = read_lock(source)
+        entry = lock.platform(current_platform())
+        channels = lock.channels or tuple(dict.fromkeys(c.channel_url for c in entry.conda))
+        return EnvFile(name, channels, (), pip_lines(lock, entry), lock.variables, ()), (lock, entry)
+    from envkit.export import read_sidecar
+
+    pip, variables = read_sidecar(source)
+    return EnvFile(name, _channels_of(source, kind), (), pip, variables, ()), None
+
+
 def create_env(opts: CreateOptions, progress: Any = None, on_line: Any = None) -> CreateResult:
     from envkit.config import cache_dir, load_file_config
     from envkit.render import mirrors
@@ -330,7 +362,7 @@ def create_env(opts: CreateOptions, progress: Any = None, on_line: Any = None) -
             machine = detect(driver_version=opts.driver_version, compute_capabilities=opts.compute_capabilities,
                              cuda=opts.request.cuda)
         source, kind = recreate
-        envfile = EnvFile(opts.name, _channels_of(source, kind), (), (), (), ())
+        envfile, locked = _recreate_envfile(opts.name, source, kind)
         selection = None
         changes: tuple[str, ...] = ()
         env_text = redact(source.read_text(encoding="utf-8", errors="replace"))
@@ -377,7 +409,7 @@ def create_env(opts: CreateOptions, progress: Any = None, on_line: Any = None) -
     if recreate is not None:
         source, kind = recreate
         with timer.phase("solve"):
-            packages = tuple(engine.load_lock(source) if kind == "lock" else engine.load_explicit(source))
+            packages = tuple(engine.load_locked(locked) if locked is not None else engine.load_explicit(source))
         specs = [p.name for p in packages]
     else:
         specs = list(envfile.dependencies)

@@ -8,6 +8,8 @@ Stable API (other modules and `envkit bundle` build on it; pure: YAML text in, d
     render_lock(lock, version=6) -> str       v7 on request
     Lock.platform(name) -> LockedPlatform     one platform's conda + PyPI packages (LockError if absent)
     Lock.names()                              the platforms in the file
+    pip_lines(lock, entry) -> tuple[str, ...] the pip requirement lines for a platform's PyPI entries
+    current_platform() -> str                 this machine's conda subdir (linux-64, osx-arm64, ...)
 
     Lock(channels, platforms, indexes=(), variables=(), environment="default", version=6)
     LockedPlatform(name, conda=(LockedConda, ...), pypi=(LockedPypi, ...), virtual_packages=())
@@ -376,6 +378,32 @@ def write_lock(lock: Lock, path: Path, version: int = DEFAULT_VERSION) -> Path:
     text = render_lock(lock, version)
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def pip_lines(lock: Lock, entry: LockedPlatform) -> tuple[str, ...]:
+    """The pip requirement lines that install a platform's PyPI entries (first index = --index-url)."""
+    if not entry.pypi:
+        return ()
+    lines = [f"--index-url {lock.indexes[0]}"] if lock.indexes else []
+    lines += [f"--extra-index-url {index}" for index in lock.indexes[1:]]
+    return tuple(lines + [p.requirement() for p in entry.pypi])
+
+
+def current_platform() -> str:
+    """This machine's conda subdir (linux-64, linux-aarch64, osx-arm64, osx-64, win-64)."""
+    import platform
+    import sys
+
+    machine = platform.machine().lower()
+    arch = {"x86_64": "64", "amd64": "64", "aarch64": "aarch64", "arm64": "arm64", "ppc64le": "ppc64le"}.get(
+        machine, machine)
+    if sys.platform.startswith("linux"):
+        return f"linux-{arch}"
+    if sys.platform == "darwin":
+        return "osx-arm64" if arch in ("arm64", "aarch64") else "osx-64"
+    if sys.platform == "win32":
+        return "win-arm64" if arch in ("arm64", "aarch64") else "win-64"
+    return f"{sys.platform}-{arch}"
 
 
 def file_path(url: str) -> Path | None:
