@@ -407,7 +407,7 @@ def locked_pypi(prefix: Path, records: list[CondaRecord], strict: bool) -> tuple
 def export_lock(prefix: Path, config: dict[str, Any] | None = None, *, version: int = 6, strict: bool = False,
                 no_pip: bool = False) -> Exported:
     """The installed env as a rattler lock (v6 by default: what conda-lockfiles 0.2 and pixi read)."""
-    from envkit.lockfile import Lock, LockedConda, LockedPlatform, render_lock
+    from envkit.lockfile import PYPI_SIMPLE, Lock, LockedConda, LockedPlatform, render_lock
 
     records = read_records(prefix, config)  # validates every file first, with a clear error
     subdir = next((r.subdir for r in records if r.subdir and r.subdir != "noarch"), "linux-64")
@@ -432,7 +432,7 @@ def export_lock(prefix: Path, config: dict[str, Any] | None = None, *, version: 
     if not no_pip:
         pypi, indexes, warnings = locked_pypi(prefix, records, strict)
         if pypi:
-            indexes.insert(0, "https://pypi.org/simple")
+            indexes.insert(0, PYPI_SIMPLE)
     lock = Lock(channels=channels, platforms=(LockedPlatform(subdir, tuple(conda), tuple(pypi)),),
                 indexes=tuple(dict.fromkeys(indexes)), variables=read_variables(prefix))
     from envkit.secrets import redact

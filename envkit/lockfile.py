@@ -380,13 +380,28 @@ def write_lock(lock: Lock, path: Path, version: int = DEFAULT_VERSION) -> Path:
     return path
 
 
+PYPI_SIMPLE = "https://pypi.org/simple"
+_INDEX_FILE_HOSTS = {"pypi.org": "files.pythonhosted.org"}  # where PyPI's index serves its files
+
+
 def pip_lines(lock: Lock, entry: LockedPlatform) -> tuple[str, ...]:
-    """The pip requirement lines that install a platform's PyPI entries (first index = --index-url)."""
+    """The pip requirement lines that install a platform's PyPI entries. A file served by one of the
+    lock's indexes installs as `name==version` (so a --mirror's PyPI can serve it); any other file URL
+    as `name @ URL`, a VCS URL as itself. PyPI itself is pip's default index and is not repeated."""
     if not entry.pypi:
         return ()
-    lines = [f"--index-url {lock.indexes[0]}"] if lock.indexes else []
-    lines += [f"--extra-index-url {index}" for index in lock.indexes[1:]]
-    return tuple(lines + [p.requirement() for p in entry.pypi])
+    hosts = set()
+    for index in lock.indexes:
+        host = urlsplit(index).hostname or ""
+        hosts |= {host, _INDEX_FILE_HOSTS.get(host, host)}
+    indexes = [i for i in lock.indexes if i.rstrip("/") != PYPI_SIMPLE]
+    lines = [f"--extra-index-url {index}" for index in indexes]
+    for pkg in entry.pypi:
+        if "+" in urlsplit(pkg.url).scheme or (pkg.is_direct and urlsplit(pkg.url).hostname not in hosts):
+            lines.append(pkg.requirement())
+        else:
+            lines.append(f"{pkg.name}=={pkg.version}")
+    return tuple(lines)
 
 
 def current_platform() -> str:
