@@ -297,8 +297,11 @@ def create(name: str, spec: str | None, env_file: str | None, no_adapt: bool, lo
               help="lock: rattler-lock 6 (pixi, conda-lockfiles) or 7 (py-rattler 0.28).")
 @click.option("--platform", "platforms", multiple=True, metavar="SUBDIR",
               help="lock: solve the env's requested specs for these platforms (repeatable; see `envkit lock`).")
+@click.option("--mirror", default=None, envvar="ENVKIT_MIRROR",
+              help="With --platform: mirror for the solve (default: the one the env was created with).")
 def export(name: str | None, prefix: str | None, output: str | None, fmt: str, from_history: bool, no_pip: bool,
-           env_name: str | None, strict: bool, hash_kind: str, lock_version: str, platforms: tuple[str, ...]) -> None:
+           env_name: str | None, strict: bool, hash_kind: str, lock_version: str, platforms: tuple[str, ...],
+           mirror: str | None) -> None:
     """A portable environment.yml (no prefix, no builds, pip kept), explicit list or lock file."""
     from pathlib import Path
 
@@ -316,9 +319,11 @@ def export(name: str | None, prefix: str | None, output: str | None, fmt: str, f
                          + " ".join(f"--platform {p}" for p in platforms))
     path = find_prefix(name, prefix)
     if platforms:
-        from envkit.cli_lock import lock_from_prefix
+        from envkit.cli_lock import write_result
+        from envkit.locking import lock_from_prefix
 
-        lock_from_prefix(path, platforms, output, int(lock_version), name=name)
+        write_result(lock_from_prefix(path, platforms, mirror=_from_config(mirror, "mirror")), output,
+                     int(lock_version))
         return
     sidecar_name = Path(output).name + SIDECAR_SUFFIX if output and fmt == "explicit" else None
     kwargs: dict[str, object] = {"strict": strict, "no_pip": no_pip}
@@ -388,6 +393,9 @@ def remove(name: str, yes: bool) -> None:
 # Verbs kept in their own modules, registered here; each module imports only click at import time
 # and keeps heavy imports inside its commands, so `envkit --help` stays instant.
 # -- lock (issue 12) --
+from envkit import cli_lock  # noqa: E402
+
+cli_lock.register(cli, EPILOG, selection_options, _request, _from_config)
 
 
 # -- bundle and fleet (issue 13) --

@@ -59,6 +59,7 @@ class EngineSettings:
     mirror: Mirror | None = None
     cuda_override: str | None = None  # None: detect __cuda; "": no __cuda; "12.4": that version
     platform: str = "linux-64"
+    virtual_packages: tuple[str, ...] | None = None  # "__cuda=13.0=0", ...: another platform's (envkit lock)
     retries: int = 3
     sharded: bool = True
     timeout_s: int = 120
@@ -191,8 +192,15 @@ class RattlerEngine:
         return self._client
 
     def virtual_packages(self) -> list[Any]:
-        from rattler import Override, VirtualPackage, VirtualPackageOverrides
+        from rattler import BuildString, GenericVirtualPackage, Override, PackageName, Version, VirtualPackage
+        from rattler import VirtualPackageOverrides
 
+        if self.settings.virtual_packages is not None:  # a target platform's, not this machine's
+            out = []
+            for text in self.settings.virtual_packages:
+                name, version, build = (text.split("=") + ["0", "0"])[:3]
+                out.append(GenericVirtualPackage(PackageName(name), Version(version), BuildString(build)))
+            return out
         cuda = self.settings.cuda_override
         try:
             if cuda:
@@ -205,6 +213,24 @@ class RattlerEngine:
         if cuda == "":
             found = [v for v in found if not str(v.into_generic()).startswith("__cuda")]
         return found
+
+    def locked_conda(self) -> list[Any]:
+        """The solved records as envkit.lockfile entries (for `envkit lock`)."""
+        from envkit.lockfile import LockedConda
+
+        out = []
+        for record in self._records:
+            url = str(record.url)
+            timestamp = record.timestamp
+            out.append(LockedConda(
+                url=redact(VAULT.split(url)) if "://" in url else url,
+                sha256=record.sha256.hex() if record.sha256 else None, md5=record.md5.hex() if record.md5 else None,
+                size=int(record.size) if record.size else None, depends=tuple(str(d) for d in record.depends),
+                constrains=tuple(str(c) for c in record.constrains), subdir=str(record.subdir),
+                build_number=int(record.build_number), license=str(record.license) if record.license else None,
+                timestamp=int(timestamp.timestamp() * 1000) if timestamp else None,
+                channel=redact(str(record.channel or "")).rstrip("/")))
+        return out
 
     def describe_virtual_packages(self) -> list[str]:
         return [str(v.into_generic()) for v in self.virtual_packages()]
