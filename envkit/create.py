@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from envkit import proc
+from envkit.condarc import drop_cache_tag, register_env
 from envkit.engines.base import (ENGINES, OLD, STAGING, CreateOptions, CreateResult, Timer,  # noqa: F401 (API)
                                  cuda_override_for, update_meta_phases, write_history, write_meta, write_state)
 from envkit.errors import EngineError, EnvExistsError, PlanGuardError, UsageError
@@ -433,6 +434,7 @@ def create_env(opts: CreateOptions, progress: Any = None, on_line: Any = None) -
             engine.check_file_hashes()
             with timer.phase("download+link"):
                 engine.install(staging, prefix)
+            drop_cache_tag(staging)
             if envfile.pip:
                 with timer.phase("pip"):
                     pip_installed = _run_pip(staging, envfile.pip, selection, on_line)
@@ -441,6 +443,7 @@ def create_env(opts: CreateOptions, progress: Any = None, on_line: Any = None) -
             write_state(staging, envfile)
             write_history(staging, opts, packages, specs)
             _swap_in(staging, prefix, _random.token_hex(4))
+            register_env(prefix)  # ~/.conda/environments.txt, as conda does: `conda env list` shows it
         finally:
             if staging.exists():
                 shutil.rmtree(staging, ignore_errors=True)

@@ -209,6 +209,9 @@ def remove_env(prefix: Path) -> None:
     # atomic: the name is free at once; a leftover (deletion interrupted) is swept like a dead staging folder
     trash = prefix.parent / f".envkit-staging.{prefix.name}.{os.getpid()}.{secrets.token_hex(4)}"
     prefix.rename(trash)
+    from envkit.condarc import unregister_env
+
+    unregister_env(prefix)  # conda's environments.txt forgets it too (issue 12)
     shutil.rmtree(trash, ignore_errors=True)
 
 

@@ -228,3 +228,18 @@ def test_export_lock_for_platforms_and_bad_platform(capsys: pytest.CaptureFixtur
     assert next(c.build for c in lock.platform("linux-64").conda if c.name == "pytorch") == torch_build(gpu_env)
     code, _o, err = run_cli(capsys, "lock", "dl_train", "--platform", "amiga-68k")
     assert code == 2 and "unknown platform 'amiga-68k'" in err and "osx-arm64" in err
+
+
+def test_a_custom_prefix_is_a_first_class_conda_env(capsys: pytest.CaptureFixture[str], testbed,  # noqa: ANN001
+                                                    tmp_path: Path) -> None:
+    from envkit.condarc import environments_txt
+
+    prefix = tmp_path / "projects" / "demo-env"
+    code, _o, err = run_cli(capsys, "create", "demo", "--spec", "minimal", *GPU, "--python", PY, "--prefix",
+                            str(prefix), "--channel", testbed.url("conda-forge"), "--no-verify", "-q")
+    assert code == 0, err
+    assert str(prefix) in environments_txt().read_text().splitlines()  # `conda env list`, `conda doctor`
+    assert not (prefix / "CACHEDIR.TAG").exists()  # backup tools that honour the tag keep the env
+    code, _o, err = run_cli(capsys, "remove", str(prefix), "--yes")
+    assert code == 0, err
+    assert str(prefix) not in environments_txt().read_text().splitlines()
