@@ -23,8 +23,9 @@ from typing import Any
 from envkit import proc
 from envkit.condarc import drop_cache_tag, register_env
 from envkit.engines.base import (ENGINES, OLD, STAGING, CreateOptions, CreateResult, Timer,  # noqa: F401 (API)
-                                 cuda_override_for, update_meta_phases, write_history, write_meta, write_state)
-from envkit.errors import EngineError, EnvExistsError, PlanGuardError, UsageError
+                                 cuda_override_for, pip_guard, plan_guard, update_meta_phases, write_history,
+                                 write_meta, write_state)
+from envkit.errors import EngineError, EnvExistsError, UsageError
 from envkit.locations import META_DIR, check_name, default_prefix
 from envkit.models import Machine, Selection
 from envkit.render.envfile import EnvFile
@@ -65,68 +66,6 @@ def envfile_as_is(path: Path, name: str) -> EnvFile:
     deps = tuple(parse_conda_spec(d, f"{path}: dependencies").render() for d in parsed.conda)
     pip = tuple(check_pip_line(p, f"{path}: pip") for p in parsed.pip)
     return EnvFile(name, channels, deps, pip, parsed.variables, (f"taken as is from {path.name} (--no-adapt)",))
-
-
-# -- the plan guard ------------------------------------------------------------------------------
-_CPU_BUILD = re.compile(r"^cpu[_-]|(^|_)cpu(_|$)")
-
-
-def plan_guard(selection: Selection | None, packages: Sequence[Any], specs: Sequence[str]) -> None:
-    """A GPU build was selected but the solution holds a CPU torch: stop before any download."""
-    if selection is None or not selection.is_gpu:
-        return
-    by_name = {p.name: p for p in packages}
-    culprit = None
-    torch = by_name.get("pytorch")
-    mutex = by_name.get("pytorch-mutex")
-    if "cpuonly" in by_name:
-        culprit = "cpuonly"
-    elif mutex is not None and mutex.build.startswith("cpu"):
-        culprit = next((p.name for p in packages if any(d.startswith("pytorch-mutex") and "cpu" in d
-                                                            for d in p.depends)), "pytorch-mutex")
-    elif torch is not None and _CPU_BUILD.search(torch.build):
-        culprit = "pytorch"
-    if culprit is None:
-        return
-    detail = f" (pulled in through {_blame(culprit, by_name, specs)!r})"
-    build = torch.build if torch else "?"
-    raise PlanGuardError(
-        f"the solved plan installs a CPU build of PyTorch (pytorch {build}) although a CUDA {selection.cuda} "
-        f"build was selected; the cause is {culprit}{detail}. Nothing was downloaded",
-        f"remove {culprit} from the environment file, or pin pytorch=*=cuda* (envkit render does), "
-        "or ask for a CPU env with --cuda cpu")
-
-
-def _spec_name(spec: str) -> str:
-    return re.split(r"[\s=<>!~\[]", spec.split("::")[-1], maxsplit=1)[0]
-
-
-def _blame(culprit: str, by_name: dict[str, Any], specs: Sequence[str]) -> str:
-    """The requested spec whose dependency tree reaches `culprit` (itself if it was asked for)."""
-    for spec in specs:
-        seen: set[str] = set()
-        todo = [_spec_name(spec)]
-        while todo:
-            name = todo.pop()
-            if name == culprit:
-                return spec
-            if name in seen or name not in by_name:
-                continue
-            seen.add(name)
-            todo += [_spec_name(d) for d in by_name[name].depends]
-    return culprit
-
-
-def pip_guard(selection: Selection | None, requirements: Sequence[tuple[str, str]]) -> None:
-    """The pip side of the guard: a +cpu torch wheel when a GPU build was selected."""
-    if selection is None or not selection.is_gpu:
-        return
-    for name, version in requirements:
-        if name.lower() in ("torch", "torchvision", "torchaudio") and version.endswith("+cpu"):
-            raise PlanGuardError(
-                f"pip would install {name}=={version}, a CPU wheel, although CUDA {selection.cuda} was selected",
-                f"use the PyTorch index for the selection ({selection.pip_index_url}) and pin "
-                f"{name}==<version>+{selection.variant}")
 
 
 # -- staging and sweeping ------------------------------------------------------------------------

@@ -6,6 +6,7 @@ types, the phase timer, the CUDA override rule, and the files written into a fin
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from envkit import __version__
+from envkit.errors import PlanGuardError
 from envkit.locations import META_DIR
 from envkit.models import Machine, Request, Selection
 from envkit.render.envfile import EnvFile
@@ -23,6 +25,24 @@ from envkit.verify.report import VerifyReport
 STAGING = ".envkit-staging"
 OLD = ".envkit-old"
 ENGINES = ("rattler", "conda", "mamba", "micromamba")
+
+
+@dataclass(frozen=True)
+class PlannedPackage:
+    """One package of a plan or of an installed env, whichever engine produced it."""
+
+    name: str
+    version: str
+    build: str
+    build_number: int
+    channel: str  # clean URL
+    subdir: str
+    file_name: str
+    url: str  # clean URL
+    size: int | None
+    sha256: str | None
+    depends: tuple[str, ...]
+    cached: bool
 
 
 @dataclass(frozen=True)
@@ -113,7 +133,8 @@ def cuda_override_for(opts: CreateOptions, machine: Machine, selection: Selectio
 
 
 def write_meta(prefix: Path, opts: CreateOptions, env_text: str, selection: Selection | None, machine: Machine,
-                packages: Sequence[Any], timer: Timer, cuda_override: str | None) -> None:
+                packages: Sequence[Any], timer: Timer, cuda_override: str | None,
+                engine_version: str | None = None) -> None:
     from envkit.output import machine_json
 
     meta = prefix / META_DIR
@@ -122,12 +143,23 @@ def write_meta(prefix: Path, opts: CreateOptions, env_text: str, selection: Sele
     data = {
         "envkit_version": __version__, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "name": opts.name, "spec": opts.spec, "file": str(opts.file) if opts.file else None,
-        "engine": opts.engine, "mirror": redact(opts.mirror) if opts.mirror else None,
+        "engine": opts.engine, "engine_version": engine_version or _engine_version(opts.engine), "mirror": redact(opts.mirror) if opts.mirror else None,
         "cuda_override": cuda_override, "selection": selection.to_json() if selection else None,
         "machine": machine_json(machine), "packages": len(packages), "phases_s": {},
         "command": redact(" ".join(opts.argv)),
     }
     (meta / "create.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+
+
+def _engine_version(engine: str) -> str | None:
+    if engine != "rattler":
+        return None
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"py-rattler {version('py-rattler')}"
+    except PackageNotFoundError:
+        return None
 
 
 def write_state(prefix: Path, envfile: EnvFile) -> None:
@@ -151,4 +183,67 @@ def write_history(prefix: Path, opts: CreateOptions, packages: Sequence[Any], sp
     from envkit.history import Dist, append, revision_block
 
     dists = [Dist(p.channel, p.subdir, p.name, p.version, p.build) for p in packages]
-    append(prefix, revision_block([redact(a) for a in opts.argv], dists, [], specs))
+    append(prefix, revision_block([redact(a) for a in opts.argv], dists, [], specs,
+                                  engine=_engine_version(opts.engine)))
+
+
+# -- the plan guard ------------------------------------------------------------------------------
+_CPU_BUILD = re.compile(r"^cpu[_-]|(^|_)cpu(_|$)")
+
+
+def plan_guard(selection: Selection | None, packages: Sequence[Any], specs: Sequence[str]) -> None:
+    """A GPU build was selected but the solution holds a CPU torch: stop before any download."""
+    if selection is None or not selection.is_gpu:
+        return
+    by_name = {p.name: p for p in packages}
+    culprit = None
+    torch = by_name.get("pytorch")
+    mutex = by_name.get("pytorch-mutex")
+    if "cpuonly" in by_name:
+        culprit = "cpuonly"
+    elif mutex is not None and mutex.build.startswith("cpu"):
+        culprit = next((p.name for p in packages if any(d.startswith("pytorch-mutex") and "cpu" in d
+                                                            for d in p.depends)), "pytorch-mutex")
+    elif torch is not None and _CPU_BUILD.search(torch.build):
+        culprit = "pytorch"
+    if culprit is None:
+        return
+    detail = f" (pulled in through {_blame(culprit, by_name, specs)!r})"
+    build = torch.build if torch else "?"
+    raise PlanGuardError(
+        f"the solved plan installs a CPU build of PyTorch (pytorch {build}) although a CUDA {selection.cuda} "
+        f"build was selected; the cause is {culprit}{detail}. Nothing was downloaded",
+        f"remove {culprit} from the environment file, or pin pytorch=*=cuda* (envkit render does), "
+        "or ask for a CPU env with --cuda cpu")
+
+
+def _spec_name(spec: str) -> str:
+    return re.split(r"[\s=<>!~\[]", spec.split("::")[-1], maxsplit=1)[0]
+
+
+def _blame(culprit: str, by_name: dict[str, Any], specs: Sequence[str]) -> str:
+    """The requested spec whose dependency tree reaches `culprit` (itself if it was asked for)."""
+    for spec in specs:
+        seen: set[str] = set()
+        todo = [_spec_name(spec)]
+        while todo:
+            name = todo.pop()
+            if name == culprit:
+                return spec
+            if name in seen or name not in by_name:
+                continue
+            seen.add(name)
+            todo += [_spec_name(d) for d in by_name[name].depends]
+    return culprit
+
+
+def pip_guard(selection: Selection | None, requirements: Sequence[tuple[str, str]]) -> None:
+    """The pip side of the guard: a +cpu torch wheel when a GPU build was selected."""
+    if selection is None or not selection.is_gpu:
+        return
+    for name, version in requirements:
+        if name.lower() in ("torch", "torchvision", "torchaudio") and version.endswith("+cpu"):
+            raise PlanGuardError(
+                f"pip would install {name}=={version}, a CPU wheel, although CUDA {selection.cuda} was selected",
+                f"use the PyTorch index for the selection ({selection.pip_index_url}) and pin "
+                f"{name}==<version>+{selection.variant}")

@@ -26,6 +26,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from envkit import __version__
+from envkit.engines.base import PlannedPackage  # noqa: F401 (re-exported: it was defined here)
 from envkit.errors import EngineError
 from envkit.render.mirrors import Mirror, canonical_urls
 from envkit.secrets import VAULT, redact
@@ -34,22 +35,6 @@ from envkit.secrets import VAULT, redact
 atexit.register(time.sleep, 0.1)
 
 ANACONDA_ORG = "https://conda.anaconda.org"
-
-
-@dataclass(frozen=True)
-class PlannedPackage:
-    name: str
-    version: str
-    build: str
-    build_number: int
-    channel: str  # clean URL
-    subdir: str
-    file_name: str
-    url: str  # clean URL
-    size: int | None
-    sha256: str | None
-    depends: tuple[str, ...]
-    cached: bool
 
 
 @dataclass
