@@ -24,6 +24,7 @@ _CC_RE = re.compile(r"^\d{1,2}\.\d$")
 _PY_RE = re.compile(r"^3\.\d{1,2}t?$")
 
 EPILOG = "\b\nEnvironment variables:\n" + "\n".join(f"  {k:<22} {v}" for k, v in ENV_VARS.items()) + (
+    "\n\n\b\nPrecedence: command-line flags > ENVKIT_* > CONDA_OVERRIDE_CUDA > detection"
     "\n\n\b\nExit codes: 0 ok, 1 envkit error, 2 usage error, 3 verify FAILED, 4 verify SKIPPED (no usable GPU)")
 
 
@@ -218,7 +219,8 @@ def render(spec: str | None, from_file: str | None, spec_path: str | None, outpu
               help="Create from this environment.yml (adapted to this machine unless --no-adapt).")
 @click.option("--no-adapt", is_flag=True, help="Take --file literally (no CUDA replacement).")
 @click.option("--lock", "lock_file", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="Recreate the exact package set of a lock file (envkit export --format lock), no solve.")
+              help="Recreate this platform's packages of a lock (envkit lock, export --format lock, pixi.lock "
+                   "v6/v7), no solve.")
 @click.option("--mirror", default=None, envvar="ENVKIT_MIRROR", help="Mirror profile or URL for channels and PyPI.")
 @click.option("--channel", "channels", multiple=True, metavar="URL",
               help="Use these channels instead of the file's (repeatable; file://, http(s)://).")

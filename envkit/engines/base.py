@@ -135,8 +135,6 @@ def cuda_override_for(opts: CreateOptions, machine: Machine, selection: Selectio
 def write_meta(prefix: Path, opts: CreateOptions, env_text: str, selection: Selection | None, machine: Machine,
                 packages: Sequence[Any], timer: Timer, cuda_override: str | None,
                 engine_version: str | None = None) -> None:
-    from envkit.output import machine_json
-
     meta = prefix / META_DIR
     meta.mkdir(parents=True, exist_ok=True)
     (meta / "environment.yml").write_text(env_text, encoding="utf-8")
@@ -145,7 +143,7 @@ def write_meta(prefix: Path, opts: CreateOptions, env_text: str, selection: Sele
         "name": opts.name, "spec": opts.spec, "file": str(opts.file) if opts.file else None,
         "engine": opts.engine, "engine_version": engine_version or _engine_version(opts.engine), "mirror": redact(opts.mirror) if opts.mirror else None,
         "cuda_override": cuda_override, "selection": selection.to_json() if selection else None,
-        "machine": machine_json(machine), "packages": len(packages), "phases_s": {},
+        "machine": machine.to_json(), "packages": len(packages), "phases_s": {},
         "command": redact(" ".join(opts.argv)),
     }
     (meta / "create.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
