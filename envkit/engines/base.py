@@ -66,6 +66,7 @@ class CreateOptions:
     compute_capabilities: tuple[str, ...] = ()
     argv: tuple[str, ...] = ("envkit", "create")
     verify_timeout: float = 300.0
+    not_envkit: bool = False  # --force may replace an env envkit cannot prove it made (trust-fs)
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,7 @@ class CreateResult:
     notes: tuple[str, ...] = ()
     changes: tuple[str, ...] = ()  # what --file adaptation changed
     virtual_packages: tuple[str, ...] = ()  # what the solve assumed (__cuda, __glibc, ...)
+    restored_old: bool = False  # --force whose rebuild FAILed verify: the old env is back (trust-fs)
 
     @property
     def download_bytes(self) -> int:
@@ -101,6 +103,7 @@ class CreateResult:
             "notes": list(self.notes),
             "changes": list(self.changes),
             "virtual_packages": list(self.virtual_packages),
+            "restored_old": self.restored_old,
         }
 
 

@@ -237,8 +237,29 @@ def _missing_specs(text: str, data: dict[str, Any]) -> list[str] | None:
 
 
 # -- the flow ----------------------------------------------------------------------------------------
+def settle_in_place(prefix: Path, build: Callable[[Path], None]) -> None:
+    """Build at the final name; a failure (or Ctrl-C) removes the half-made env and puts back the old
+    env a --force moved aside. The orchestrator may pass its own `settle` (locks, journal, verify-gated
+    replacement) to create_external instead: engines never import the orchestrator."""
+    old = None
+    if prefix.exists():
+        old = prefix.parent / f"{OLD}.{prefix.name}.{os.getpid()}.0"
+        prefix.rename(old)
+    try:
+        build(prefix)
+    except BaseException:
+        if prefix.exists():
+            shutil.rmtree(prefix, ignore_errors=True)
+        if old is not None and old.exists():
+            old.rename(prefix)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
 def create_external(opts: Any, envfile: EnvFile, env_text: str, selection: Selection | None, machine: Machine,
-                    prefix: Path, timer: Any, notes: list[str], on_line: Callable[[str], None] | None) -> Any:
+                    prefix: Path, timer: Any, notes: list[str], on_line: Callable[[str], None] | None,
+                    settle: Callable[[Path, Callable[[Path], None]], Any] | None = None) -> Any:
     from envkit.condarc import register_env
     from envkit.engines.base import plan_guard
 
@@ -262,14 +283,10 @@ def create_external(opts: Any, envfile: EnvFile, env_text: str, selection: Selec
     if opts.dry_run:
         return CreateResult(prefix, tuple(packages), selection, machine, timer.phases, True, env_text,
                             pip_lines=envfile.pip, engine=opts.engine, notes=tuple(notes))
+    installed: list[PlannedPackage] = []
     with tempfile.TemporaryDirectory(prefix="envkit-") as tmp:
         file = Path(tmp) / "environment.yml"
         file.write_text(file_env.render(), encoding="utf-8")  # credentials are never in it
-        argv = engine_argv(opts.engine, exe, file, prefix)
-        old = None
-        if prefix.exists():
-            old = prefix.parent / f"{OLD}.{prefix.name}.{os.getpid()}.0"
-            prefix.rename(old)
         lines: list[str] = []
 
         def stream(line: str) -> None:
@@ -277,22 +294,18 @@ def create_external(opts: Any, envfile: EnvFile, env_text: str, selection: Selec
             if on_line:
                 on_line(redact(line))
 
-        try:
+        def build(target: Path) -> None:
+            """Run the engine into `target` (a conda prefix is not relocatable: built at its final name)."""
             with timer.phase("solve+install"):
-                done = proc.run(argv, timeout=3 * 3600, env=env, on_line=stream)
+                done = proc.run(engine_argv(opts.engine, exe, file, target), timeout=3 * 3600, env=env,
+                                on_line=stream)
             if done.returncode != 0:
                 raise engine_error(opts.engine, done.returncode, "\n".join(lines), shown=on_line is not None)
-            installed = read_installed(prefix)
-            write_meta(prefix, opts, env_text, selection, machine, installed, timer, cuda,
+            installed[:] = read_installed(target)
+            write_meta(target, opts, env_text, selection, machine, installed, timer, cuda,
                        engine_version=f"{opts.engine} {version}")
-        except BaseException:
-            if prefix.exists():
-                shutil.rmtree(prefix, ignore_errors=True)
-            if old is not None and old.exists():
-                old.rename(prefix)
-            raise
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+
+        (settle or settle_in_place)(prefix, build)
     register_env(prefix)
     report = None
     if not opts.no_verify:

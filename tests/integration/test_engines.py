@@ -143,3 +143,18 @@ def test_credentials_never_reach_the_engines_file(capsys: pytest.CaptureFixture[
     for path in (isolated / "envs" / "ext").rglob("*"):
         if path.is_file():
             assert "s3cret-pw" not in path.read_text(errors="replace")
+
+
+def test_failed_force_rebuild_puts_the_old_env_back(capsys: pytest.CaptureFixture[str], isolated: Path,
+                                                    tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bindir = tmp_path / "bin"
+    install(bindir, "conda", {"mode": "ok", "plan": CPU_PLAN})
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    assert create(capsys, "ext", "--spec", "minimal", "--cuda", "cpu", "--engine", "conda")[0] == 0
+    prefix = isolated / "envs" / "ext"
+    (prefix / "keep.txt").write_text("old env")
+    install(bindir, "conda", {"mode": "missing", "missing": ["fail-me"]})
+    code, _out, err = create(capsys, "ext", "--spec", "minimal", "--cuda", "cpu", "--engine", "conda", "--force")
+    assert code == 1 and "fail-me" in err
+    assert (prefix / "keep.txt").read_text() == "old env"
+    assert sorted(p.name for p in prefix.parent.iterdir()) == ["ext"]  # nothing half-made left beside it
