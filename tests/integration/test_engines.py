@@ -150,8 +150,9 @@ def test_failed_force_rebuild_puts_the_old_env_back(capsys: pytest.CaptureFixtur
     bindir = tmp_path / "bin"
     install(bindir, "conda", {"mode": "ok", "plan": CPU_PLAN})
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
-    assert create(capsys, "ext", "--spec", "minimal", "--cuda", "cpu", "--engine", "conda")[0] == 0
-    prefix = isolated / "envs" / "ext"
+    code, out, err = create(capsys, "ext", "--spec", "minimal", "--cuda", "cpu", "--engine", "conda", "--json")
+    assert code == 0, err
+    prefix = Path(json.loads(out)["prefix"])  # conda's envs dir next to the stand-in's bin/
     (prefix / "keep.txt").write_text("old env")
     install(bindir, "conda", {"mode": "missing", "missing": ["fail-me"]})
     code, _out, err = create(capsys, "ext", "--spec", "minimal", "--cuda", "cpu", "--engine", "conda", "--force")
