@@ -218,7 +218,7 @@ class RattlerEngine:
         return out
 
     def describe_virtual_packages(self) -> list[str]:
-        return [str(v.into_generic()) for v in self.virtual_packages()]
+        return [_vp_text(v) for v in self.virtual_packages()]
 
     # -- solve ------------------------------------------------------------------------------
     def solve(self, specs: Sequence[str]) -> list[PlannedPackage]:
@@ -252,7 +252,7 @@ class RattlerEngine:
         text = redact(str(exc))
         kind = type(exc).__name__
         if "__cuda" in text:
-            have = next((str(v.into_generic()) for v in vps if str(v.into_generic()).startswith("__cuda")), None)
+            have = next((_vp_text(v) for v in vps if _vp_text(v).startswith("__cuda")), None)
             why = (f"this solve had {have}" if have else
                    "this solve had no __cuda: no NVIDIA driver was detected and no CUDA override was given")
             return EngineError(
@@ -433,6 +433,11 @@ class RattlerEngine:
                 url = target + url[len(source):]
         parts = urlsplit(url)
         return f"{parts.scheme}://{parts.netloc}" if parts.netloc else url
+
+
+def _vp_text(vp: Any) -> str:
+    """`__cuda=13.0=0` for a detected VirtualPackage or a GenericVirtualPackage (another platform's)."""
+    return str(vp.into_generic()) if hasattr(vp, "into_generic") else str(vp)
 
 
 def _sha256(path: Path) -> str:

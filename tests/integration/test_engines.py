@@ -159,3 +159,22 @@ def test_failed_force_rebuild_puts_the_old_env_back(capsys: pytest.CaptureFixtur
     assert code == 1 and "fail-me" in err
     assert (prefix / "keep.txt").read_text() == "old env"
     assert sorted(p.name for p in prefix.parent.iterdir()) == ["ext"]  # nothing half-made left beside it
+
+
+def test_conda_config_with_custom_channels_gets_channel_names(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """conda keeps mirror tokens in its own config (custom_channels/channel_alias): pass names, not URLs."""
+    from envkit.create import CreateOptions
+    from envkit.engines.conda_cli import engine_channels
+    from envkit.render.envfile import EnvFile
+
+    rc = tmp_path / "condarc"
+    rc.write_text("custom_channels:\n  conda-forge: https://mirror.example/t/tk-123/conda\n")
+    monkeypatch.setenv("CONDARC", str(rc))
+    envfile = EnvFile("x", ("https://mirror.example/conda/conda-forge",), ("python",), (), (), ())
+    opts = CreateOptions(name="x", mirror="https://mirror.example/conda", engine="conda")
+    file_env, extra, notes = engine_channels(opts, envfile)
+    assert file_env.channels == ("conda-forge",) and extra == {} and "conda's own config" in notes[0]
+    monkeypatch.delenv("CONDARC")
+    file_env, extra, notes = engine_channels(opts, envfile)
+    assert file_env.channels == envfile.channels and not notes  # no conda config: the mirror URLs stay

@@ -243,3 +243,22 @@ def test_a_custom_prefix_is_a_first_class_conda_env(capsys: pytest.CaptureFixtur
     code, _o, err = run_cli(capsys, "remove", str(prefix), "--yes")
     assert code == 0, err
     assert str(prefix) not in environments_txt().read_text().splitlines()
+
+
+def test_lock_a_file_as_is_keeps_its_cuda_selector(capsys: pytest.CaptureFixture[str], testbed,  # noqa: ANN001
+                                                   tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    env = tmp_path / "environment.yml"
+    env.write_text(f"name: team\nchannels: [{testbed.url('conda-forge')}]\n"
+                   f"dependencies: [python={PY}, pytorch=2.13.0=*cuda*, cuda-version=13.0]\n")
+    out = tmp_path / "team.lock"
+    gpu_less(monkeypatch)
+    code, _o, err = run_cli(capsys, "lock", "--file", str(env), "--no-adapt", "--platform", "linux-64", "-o", str(out))
+    assert code == 1 and "__cuda" in err and not out.exists()  # a GPU-less lock fails loudly, never CPU
+    code, _o, err = run_cli(capsys, "lock", "--file", str(env), "--no-adapt", "--platform", "linux-64",
+                            "--cuda", "13.0", "-o", str(out), "--lock-version", "7")
+    assert code == 0, err
+    from envkit.lockfile import read_lock
+
+    lock = read_lock(out)
+    assert lock.version == 7 and next(c.build for c in lock.platform("linux-64").conda
+                                      if c.name == "pytorch").startswith("cuda130")
