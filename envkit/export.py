@@ -260,14 +260,24 @@ SIDECAR_HEADER = "# envkit-sidecar: "
 HASHES = ("sha256", "md5")
 
 
+def portable_url(record: CondaRecord) -> str:
+    """The package's URL on its canonical channel (a mirror serves the same bytes: same sha256), so an
+    env installed through a mirror exports URLs every teammate can reach; `--mirror` maps them back."""
+    base = canonical_urls().get(record.channel)
+    if base and record.url and record.subdir:
+        return f"{base.rstrip('/')}/{record.subdir}/{record.url.rsplit('/', 1)[-1]}"
+    return record.url
+
+
 def explicit_line(record: CondaRecord, hash_kind: str = "sha256") -> str:
     """One @EXPLICIT line as conda parses it (conda/misc.py `url_pat`): `URL#<sha256 hex>` (conda >= 23.x
     also takes `URL#sha256:<hex>`), or `URL#<md5 hex>`, which every conda and conda-lock's vendored parser read."""
+    url = portable_url(record)
     if hash_kind == "md5" and record.md5:
-        return f"{record.url}#{record.md5}"
+        return f"{url}#{record.md5}"
     if record.sha256:
-        return f"{record.url}#{record.sha256}"
-    return f"{record.url}#{record.md5}" if record.md5 else record.url
+        return f"{url}#{record.sha256}"
+    return f"{url}#{record.md5}" if record.md5 else url
 
 
 def _extras(prefix: Path, records: list[CondaRecord], strict: bool) -> tuple[list[str], tuple[tuple[str, str], ...],
@@ -316,7 +326,7 @@ def export_explicit(prefix: Path, config: dict[str, Any] | None = None, *, sidec
             lines.append(f"{SIDECAR_HEADER}{sidecar_name} ({what}; conda ignores it: "
                          f"pip install -r / conda env config vars set by hand)")
     lines.append("@EXPLICIT")
-    for r in sorted(records, key=lambda r: r.url):
+    for r in sorted(records, key=portable_url):
         if not r.url:
             warnings.append(f"left out {r.name}: its record has no URL")
             continue
@@ -420,7 +430,7 @@ def export_lock(prefix: Path, config: dict[str, Any] | None = None, *, version: 
             continue
         data = _record_json(meta, r)
         conda.append(LockedConda(
-            url=r.url, sha256=r.sha256, md5=r.md5, size=_int_or_none(data.get("size")),
+            url=portable_url(r), sha256=r.sha256, md5=r.md5, size=_int_or_none(data.get("size")),
             depends=tuple(str(d) for d in data.get("depends") or ()),
             constrains=tuple(str(d) for d in data.get("constrains") or ()), subdir=r.subdir,
             build_number=_int_or_none(data.get("build_number")), license=data.get("license") or None,

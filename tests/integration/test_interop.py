@@ -262,3 +262,20 @@ def test_lock_a_file_as_is_keeps_its_cuda_selector(capsys: pytest.CaptureFixture
     lock = read_lock(out)
     assert lock.version == 7 and next(c.build for c in lock.platform("linux-64").conda
                                       if c.name == "pytorch").startswith("cuda130")
+
+
+def test_mirror_installed_conda_env_exports_canonical_urls(capsys: pytest.CaptureFixture[str],
+                                                           tmp_path: Path) -> None:
+    """An env conda installed through mirrors (its records carry mirror URLs) exports the canonical ones."""
+    from test_export import conda_shaped_env
+
+    prefix = conda_shaped_env(tmp_path)
+    for fmt in ("explicit", "lock"):
+        code, out, err = run_cli(capsys, "export", "--prefix", str(prefix), "--format", fmt)
+        assert code == 0, err
+        assert "tuna" not in out and "artifacts.corp.example" not in out and "tk-abc123" not in out
+        assert "https://conda.anaconda.org/conda-forge/linux-64/numpy-1.26.4-py311h64a7726_0.conda" in out
+    pypi = {p["name"]: p for p in yaml.safe_load(out)["packages"] if "pypi" in p}  # the lock's PyPI entries
+    assert pypi["requests"]["version"] == "2.32.3" and pypi["requests"]["pypi"] == "https://pypi.org/simple/requests/"
+    assert pypi["mylib"]["pypi"].startswith("git+https://github.com/org/mylib.git@")
+    assert "localpkg" not in pypi and "left out: localpkg is an editable install" in err
