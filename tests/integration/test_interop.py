@@ -240,6 +240,8 @@ def test_a_custom_prefix_is_a_first_class_conda_env(capsys: pytest.CaptureFixtur
     assert code == 0, err
     assert str(prefix) in environments_txt().read_text().splitlines()  # `conda env list`, `conda doctor`
     assert not (prefix / "CACHEDIR.TAG").exists()  # backup tools that honour the tag keep the env
+    history = (prefix / "conda-meta" / "history").read_text()
+    assert "# engine: py-rattler 0.28" in history and "# conda version" not in history  # no made-up conda
     code, _o, err = run_cli(capsys, "remove", str(prefix), "--yes")
     assert code == 0, err
     assert str(prefix) not in environments_txt().read_text().splitlines()
