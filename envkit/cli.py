@@ -7,7 +7,6 @@ imported inside the commands so that `envkit --help` stays instant.
 from __future__ import annotations
 
 import os
-import re
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -15,42 +14,14 @@ from typing import Any
 import click
 
 from envkit import __version__
+from envkit.cli_checks import _check_cc, _check_cuda, _check_driver, _check_python  # noqa: F401 (also used here)
 from envkit.config import ENV_VARS
 from envkit.errors import EnvkitError, ExitCode
 
-_CUDA_RE = re.compile(r"^\d{1,2}\.\d{1,2}$")
-_DRIVER_RE = re.compile(r"^\d{3,4}(\.\d{1,3}){1,2}$")
-_CC_RE = re.compile(r"^\d{1,2}\.\d$")
-_PY_RE = re.compile(r"^3\.\d{1,2}t?$")
-
 EPILOG = "\b\nEnvironment variables:\n" + "\n".join(f"  {k:<22} {v}" for k, v in ENV_VARS.items()) + (
     "\n\n\b\nPrecedence: command-line flags > ENVKIT_* > CONDA_OVERRIDE_CUDA > detection"
-    "\n\n\b\nExit codes: 0 ok, 1 envkit error, 2 usage error, 3 verify FAILED, 4 verify SKIPPED (no usable GPU)")
-
-
-def _check_cuda(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
-    if value is None or value in ("auto", "cpu") or _CUDA_RE.match(value):
-        return value
-    raise click.BadParameter(f"{value!r}: use auto, cpu or a CUDA version like 12.4 or 13.0")
-
-
-def _check_driver(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
-    if value is None or _DRIVER_RE.match(value):
-        return value
-    raise click.BadParameter(f"{value!r}: use an NVIDIA driver version like 550.54.15 or 580.65.06")
-
-
-def _check_cc(_ctx: click.Context, _param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
-    for item in value:
-        if not _CC_RE.match(item) or not (3 <= int(item.split(".")[0]) <= 15):
-            raise click.BadParameter(f"{item!r}: use a compute capability like 8.6, 9.0 or 12.0 (one per GPU)")
-    return value
-
-
-def _check_python(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
-    if value is None or _PY_RE.match(value):
-        return value
-    raise click.BadParameter(f"{value!r}: use a Python version like 3.11 or 3.12")
+    "\n\n\b\nExit codes: 0 ok, 1 envkit error, 2 usage error, 3 verify FAILED, 4 verify SKIPPED (no usable GPU), "
+    "5 doctor found problems")
 
 
 def selection_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -69,6 +40,9 @@ def selection_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--compute-capability", "compute_capability", multiple=True, callback=_check_cc,
                      metavar="X.Y", help="Simulate a GPU (repeat once per GPU)."),
         click.option("--no-driver-check", is_flag=True, help="Allow --cuda above what the driver reports."),
+        click.option("--offline", is_flag=True,
+                     help="Select from the cached channel catalogue (else the static data); no network."),
+        click.option("--refresh", is_flag=True, help="Re-read what the channels publish even if the cache is fresh."),
     ]
     for option in reversed(options):
         func = option(func)
@@ -113,23 +87,49 @@ def cli(verbose: bool) -> None:
         logging.basicConfig(level=logging.DEBUG, format="%(name)s: %(message)s")
 
 
+def _catalogue_mode(offline: bool, refresh: bool) -> str:
+    from envkit.errors import UsageError
+
+    if offline and refresh:
+        raise UsageError("--offline and --refresh contradict each other", "pass one of them")
+    from envkit.engines.catalogue import mode_from
+
+    return mode_from(offline, refresh)
+
+
 @cli.command(epilog=EPILOG)
 @selection_options
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (stable keys).")
+@click.option("--catalogue", "show_catalogue", is_flag=True,
+              help="Show what each flavor offers for this machine: torch versions x CUDA variants, usable or why not.")
+@click.option("--mirror", default=None, envvar="ENVKIT_MIRROR", help="Mirror profile or URL to read catalogues through.")
 def detect(cuda: str | None, torch_spec: str | None, python: str | None, flavor: str | None,
            driver_version: str | None, compute_capability: tuple[str, ...], no_driver_check: bool,
-           as_json: bool) -> None:
+           offline: bool, refresh: bool, as_json: bool, show_catalogue: bool, mirror: str | None) -> None:
     """Driver, the CUDA it supports, GPUs, and the PyTorch build envkit would pick, with reasons."""
     from envkit import output
     from envkit.compat.select import select
     from envkit.detect import detect as run_detect
     from envkit.errors import SelectionError
     from envkit.models import DetectResult
+    from envkit.stages import CatalogueChoice, obtain_catalogue
 
     machine = run_detect(driver_version=driver_version, compute_capabilities=compute_capability, cuda=cuda)
     request = _request(cuda, torch_spec, python, flavor, no_driver_check)
+    choice = CatalogueChoice(_catalogue_mode(offline, refresh), _from_config(mirror, "mirror"))
+    if show_catalogue:
+        from envkit.stages import catalogue_table
+
+        table = catalogue_table(machine, request, choice, flavors=(flavor,) if flavor else None)
+        if as_json:
+            output.plain(output.dump_json(table))
+        else:
+            output.print_catalogue(table)
+        return
+    obtained = obtain_catalogue(request.flavor, choice)
     try:
-        result = DetectResult(machine, select(machine, request))
+        result = DetectResult(machine, select(machine, request, catalogue=obtained.catalogue,
+                                              source_note=obtained.note))
     except SelectionError as exc:
         if not as_json:
             output.print_detect(DetectResult(machine, None))
@@ -186,7 +186,8 @@ def verify(name: str | None, prefix: str | None, python_exe: str | None, quick: 
 @selection_options
 def render(spec: str | None, from_file: str | None, spec_path: str | None, output: str | None, name: str | None,
            mirror: str | None, cuda: str | None, torch_spec: str | None, python: str | None, flavor: str | None,
-           driver_version: str | None, compute_capability: tuple[str, ...], no_driver_check: bool) -> None:
+           driver_version: str | None, compute_capability: tuple[str, ...], no_driver_check: bool,
+           offline: bool, refresh: bool) -> None:
     """Render environment.yml for a named spec (default dl_train) on this machine, or adapt one (--from)."""
     from pathlib import Path
 
@@ -200,14 +201,14 @@ def render(spec: str | None, from_file: str | None, spec_path: str | None, outpu
     result = render_env(spec=spec_path or spec, from_file=Path(from_file) if from_file else None, name=name,
                         request=_request(cuda, torch_spec, python, flavor, no_driver_check),
                         flavor_given=flavor is not None, mirror=_from_config(mirror, "mirror"), driver_version=driver_version,
-                        compute_capabilities=compute_capability)
+                        compute_capabilities=compute_capability, catalogue_mode=_catalogue_mode(offline, refresh))
     for change in result.changes:
         out.plain(f"changed: {change}", err=True)
     if output:
         atomic_write_text(Path(output), result.text)
-        out.plain(f"wrote {output}: torch {result.selection.torch} "
-                  + (f"CUDA {result.selection.cuda}" if result.selection.cuda else "CPU") + f", {result.selection.flavor}",
-                  err=True)
+        sel = result.selection
+        out.plain(f"wrote {output}: " + ("no torch (file passed through)" if sel is None else f"torch {sel.torch} "
+                  + (f"CUDA {sel.cuda}" if sel.cuda else "CPU") + f", {sel.flavor}"), err=True)
     else:
         sys.stdout.write(result.text)
 
@@ -233,13 +234,15 @@ def render(spec: str | None, from_file: str | None, spec_path: str | None, outpu
 @click.option("--require-gpu", is_flag=True, help="Fail unless a GPU build is selected and verify PASSes.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress output.")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
+@click.option("--no-kernel", is_flag=True,
+              help="Do not register the env as a Jupyter kernel (done when it has ipykernel).")
 @selection_options
 def create(name: str, spec: str | None, env_file: str | None, no_adapt: bool, lock_file: str | None,
            mirror: str | None,
            channels: tuple[str, ...], prefix: str | None, engine: str | None, dry_run: bool, force: bool,
            no_verify: bool, require_gpu: bool, quiet: bool, as_json: bool, cuda: str | None, torch_spec: str | None,
            python: str | None, flavor: str | None, driver_version: str | None, compute_capability: tuple[str, ...],
-           no_driver_check: bool) -> None:
+           no_driver_check: bool, offline: bool, refresh: bool, no_kernel: bool = False) -> None:
     """Detect, select, render, solve, install atomically and verify an environment."""
     from pathlib import Path
 
@@ -259,11 +262,13 @@ def create(name: str, spec: str | None, env_file: str | None, no_adapt: bool, lo
         dry_run=dry_run, force=force, no_verify=no_verify, require_gpu=require_gpu,
         driver_version=driver_version, compute_capabilities=compute_capability,
         argv=("envkit", *sys.argv[1:]) if sys.argv and sys.argv[0].endswith("envkit") else ("envkit", "create", name),
+        catalogue=_catalogue_mode(offline, refresh),
     )
     quiet = quiet or as_json
     on_line = None if quiet else (lambda line: output.plain("  " + line, err=True))
     with output.progress(quiet) as progress:
         result = create_env(opts, progress=progress, on_line=on_line)
+    result = with_kernel(result, name, skip=no_kernel or dry_run)  # issue 14: a Jupyter kernel when it has ipykernel
     if as_json:
         output.plain(output.dump_json(result.to_json()))
     elif dry_run:
@@ -390,6 +395,7 @@ def remove(name: str, yes: bool) -> None:
         click.confirm(f"Remove {prefix}?", abort=True)
     remove_env(prefix)
     output.plain(f"removed {prefix}")
+    forget_kernels(prefix)  # its Jupyter kernel goes with it (issue 14)
 
 
 # Verbs kept in their own modules, registered here; each module imports only click at import time
@@ -404,9 +410,18 @@ cli_lock.register(cli, EPILOG, selection_options, _request, _from_config)
 
 
 # -- shell, activate, deactivate, kernel (issue 14) --
+from envkit.cli_shell import (activate_cmd, deactivate_cmd, forget_kernels, kernel_cmd, shell_cmd,  # noqa: E402
+                              with_kernel)
+
+for _command in (shell_cmd, activate_cmd, deactivate_cmd, kernel_cmd):
+    cli.add_command(_command)
 
 
 # -- doctor, completion (issue 15) --
+from envkit.cli_doctor import completion, doctor  # noqa: E402  (registered after `cli` exists)
+
+cli.add_command(doctor)
+cli.add_command(completion)
 
 
 

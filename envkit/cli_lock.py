@@ -63,7 +63,8 @@ def register(cli: click.Group, epilog: str, selection_options: Callable[..., Any
     def lock(name: str | None, spec: str | None, env_file: str | None, no_adapt: bool, platforms: tuple[str, ...],
              output: str | None, lock_version: str, mirror: str | None, channels: tuple[str, ...],
              cuda: str | None, torch_spec: str | None, python: str | None, flavor: str | None,
-             driver_version: str | None, compute_capability: tuple[str, ...], no_driver_check: bool) -> None:
+             driver_version: str | None, compute_capability: tuple[str, ...], no_driver_check: bool,
+             offline: bool = False, refresh: bool = False) -> None:
         """Solve an env for several platforms (no install) into one lock file the team shares.
 
         Linux and Windows are solved with __cuda at the selection's CUDA level; macOS without CUDA
@@ -75,6 +76,10 @@ def register(cli: click.Group, epilog: str, selection_options: Callable[..., Any
         from envkit.errors import UsageError
         from envkit.locking import lock_env
 
+        if offline and refresh:
+            raise UsageError("--offline and --refresh contradict each other", "pass one of them")
+        from envkit.engines.catalogue import mode_from
+
         if name is None and env_file is None and spec is None:
             raise UsageError("nothing to lock", "envkit lock dl_train --platform linux-64 (or --file environment.yml)")
         if spec is None and env_file is None:
@@ -82,5 +87,6 @@ def register(cli: click.Group, epilog: str, selection_options: Callable[..., Any
         result = lock_env(platforms=platforms, spec=spec, file=Path(env_file) if env_file else None, no_adapt=no_adapt,
                           name=name or "envkit", request=request(cuda, torch_spec, python, flavor, no_driver_check),
                           flavor_given=flavor is not None, mirror=from_config(mirror, "mirror"), channels=channels,
-                          driver_version=driver_version, compute_capabilities=compute_capability)
+                          driver_version=driver_version, compute_capabilities=compute_capability,
+                          catalogue=mode_from(offline, refresh))
         write_result(result, output, int(lock_version))

@@ -20,6 +20,7 @@ ENV_VARS: dict[str, str] = {
     "ENVKIT_MIRROR": "default for --mirror (a profile name or a URL)",
     "ENVKIT_ENGINE": "default for --engine (rattler, conda, mamba or micromamba)",
     "ENVKIT_PYTORCH_INDEX": "a mirror of https://download.pytorch.org/whl (the variant is appended)",
+    "ENVKIT_OFFLINE": "1 = never read channel catalogues (as --offline): the cached one, else the static data",
     "ENVKIT_MIRROR_TOKEN": "bearer token sent to the mirror's host (never written to any file)",
     "ENVKIT_SPEC_PATH": "extra folders searched for environment specs, ':'-separated",
     "CONDA_OVERRIDE_CUDA": "conda's standard override of the driver's CUDA version; empty = no CUDA",

@@ -49,7 +49,8 @@ def _prepare(opts: CreateOptions, timer: Timer) -> tuple[EnvFile, Selection | No
         rendered = render_env(spec=opts.spec if opts.file is None else None, from_file=opts.file, name=opts.name,
                               request=opts.request, flavor_given=opts.flavor_given,
                               mirror=opts.mirror, driver_version=opts.driver_version,
-                              compute_capabilities=opts.compute_capabilities)
+                              compute_capabilities=opts.compute_capabilities, catalogue_mode=opts.catalogue,
+                              channels=opts.channels)
     return rendered.envfile, rendered.selection, rendered.machine, rendered.changes
 
 
@@ -166,6 +167,18 @@ def _fix_shebangs(prefix: Path, staging: Path, final: Path) -> None:
         data = script.read_bytes()
         if old in data:
             script.write_bytes(data.replace(old, new))
+
+
+def _fix_editables(staging: Path, final: Path) -> None:
+    """`-e git+...` clones into <staging>/src and pip's .pth/finder files point there: re-point them
+    at the final prefix, as _fix_shebangs does for entry points (issue 10)."""
+    old, new = str(staging), str(final)
+    for site in staging.glob("lib/python*/site-packages"):
+        for path in [*site.glob("*.pth"), *site.glob("__editable__*.py"), *site.glob("*.egg-link"),
+                     *site.glob("*.dist-info/direct_url.json")]:
+            text = path.read_text(encoding="utf-8", errors="surrogateescape")
+            if old in text:
+                path.write_text(text.replace(old, new), encoding="utf-8", errors="surrogateescape")
 
 
 # -- pip ----------------------------------------------------------------------------------------
@@ -378,6 +391,7 @@ def create_env(opts: CreateOptions, progress: Any = None, on_line: Any = None) -
                 with timer.phase("pip"):
                     pip_installed = _run_pip(staging, envfile.pip, selection, on_line)
                 _fix_shebangs(staging, staging, prefix)
+                _fix_editables(staging, prefix)
             write_meta(staging, opts, env_text, selection, machine, packages, timer, settings.cuda_override)
             write_state(staging, envfile)
             write_history(staging, opts, packages, specs)

@@ -16,6 +16,7 @@ class ExitCode(IntEnum):
     USAGE = 2  # bad option values (click's own code for usage errors)
     VERIFY_FAILED = 3  # verify ran and something is broken on this GPU
     VERIFY_SKIPPED = 4  # no usable GPU: nothing GPU-related was proven
+    PROBLEMS_FOUND = 5  # envkit doctor found at least one problem (issue 15)
 
 
 class EnvkitError(Exception):

@@ -92,14 +92,14 @@ def check_platforms(platforms: tuple[str, ...]) -> tuple[str, ...]:
 def lock_env(*, platforms: tuple[str, ...], spec: str | None = None, file: Path | None = None,
              no_adapt: bool = False, name: str = "envkit", request: Request = Request(), flavor_given: bool = False,
              mirror: str | None = None, channels: tuple[str, ...] = (), driver_version: str | None = None,
-             compute_capabilities: tuple[str, ...] = ()) -> LockResult:
+             compute_capabilities: tuple[str, ...] = (), catalogue: str = "auto") -> LockResult:
     """Render the env (as create would), then solve it once per platform; install nothing."""
     from envkit.engines.base import CreateOptions, cuda_override_for
 
     platforms = check_platforms(platforms)
     opts = CreateOptions(name=name, spec=spec, file=file, no_adapt=no_adapt, request=request,
                          flavor_given=flavor_given, mirror=mirror, channels=channels, driver_version=driver_version,
-                         compute_capabilities=compute_capabilities, no_verify=True)
+                         compute_capabilities=compute_capabilities, no_verify=True, catalogue=catalogue)
     from envkit.create import _prepare, Timer
 
     envfile, selection, machine, _changes = _prepare(opts, Timer())

@@ -66,6 +66,23 @@ def print_detect(result: DetectResult) -> None:
         print_selection(result.selection, con)
 
 
+def print_catalogue(table: dict[str, Any]) -> None:
+    """`envkit detect --catalogue`: one table per flavor, torch x CUDA variant, usable or why not."""
+    from rich.table import Table
+
+    con = console()
+    for block in table["flavors"]:
+        con.print(f"[bold]{esc(block['flavor'])}[/]  [dim]{esc(block['source'])}[/]")
+        grid = Table(show_edge=False)
+        for col in ("torch", "variant", "python", "usable", "why"):
+            grid.add_column(col)
+        for row in block["offers"]:
+            pys = row["python"]
+            grid.add_row(row["torch"], row["variant"] or "-", f"{pys[0]}-{pys[-1]}" if pys else "-",
+                         "[green]yes[/]" if row["usable"] else "[red]no[/]", esc(str(row["why"])))
+        con.print(grid)
+
+
 def print_selection(sel: Selection, con: Any | None = None) -> None:
     con = con or console()
     build = f"CUDA {sel.cuda} ({sel.variant})" if sel.cuda else "[yellow]CPU only[/]"
@@ -152,7 +169,7 @@ def print_plan(result: Any) -> None:
 
 
 def print_created(result: Any) -> None:
-    from envkit.locations import activation_hint
+    from envkit.locations import next_steps
 
     print_changes(result)
     con = console()
@@ -165,7 +182,11 @@ def print_created(result: Any) -> None:
         sel = result.selection
         con.print(f"  torch {sel.torch} · " + (f"CUDA {sel.cuda} ({sel.variant})" if sel.cuda else "CPU build")
                   + f" · python {sel.python} · {sel.flavor}")
-    con.print(f"  activate: {esc(activation_hint(result.prefix))}")
+    steps = next_steps(result.prefix)
+    width = max(len(command) for command, _ in steps)
+    con.print("  use it:")
+    for command, what in steps:
+        con.print(f"    {esc(command.ljust(width))}   [dim]# {esc(what)}[/]")
     if result.verify is not None:
         print_verify(result.verify)
     else:

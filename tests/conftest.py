@@ -31,6 +31,9 @@ def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPath
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
     monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local/share"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
+    # selection reads no channel catalogue unless a test opts in (monkeypatch.delenv): golden files and
+    # table-driven cases stay tied to the static data, and nothing waits on a network that is not there
+    monkeypatch.setenv("ENVKIT_OFFLINE", "1")
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +66,8 @@ class Build:
     cuda: str  # "13.0"
     label: str  # cu130 | cuda130 | pytorch-cuda=12.4
     archs: ArchList
+    python: tuple[str, ...] | None = None  # Pythons this variant is published for (catalogue); None = the release's
+    note: str | None = None  # e.g. where an assumed arch list came from
 
     @property
     def cuda_version(self) -> Version:
@@ -81,6 +83,8 @@ class Release:
     python: tuple[str, ...]
     builds: dict[str, tuple[Build, ...]]  # flavor -> GPU builds, oldest CUDA first
     src: tuple[str, ...]
+    cpu: bool = True  # a CPU build exists (the catalogue may say it does not)
+    cpu_python: tuple[str, ...] | None = None  # Pythons of the CPU build (catalogue); None = the release's
 
     @property
     def key(self) -> Version:
@@ -93,10 +97,15 @@ class CompatData:
     driver_cuda: tuple[tuple[str, Version, str], ...]  # (cuda, min driver, src), ascending
     minor_compat_floor: dict[int, Version]
     arch_first_cuda: dict[CC, Version]
-    releases: tuple[Release, ...]  # newest first
+    releases: tuple[Release, ...]  # newest first; upstream (pip) versions, builds of every flavor
+    by_flavor: dict[str, tuple[Release, ...]] = field(default_factory=dict)  # the same rows, resolved per flavor
 
     def release(self, minor: str) -> Release | None:
         return next((r for r in self.releases if r.minor == minor), None)
+
+    def releases_for(self, flavor: str) -> tuple[Release, ...]:
+        """The rows with version / torchvision / torchaudio / python as that flavor publishes them."""
+        return self.by_flavor.get(flavor, self.releases)
 
     def cuda_for_driver(self, driver: str) -> str | None:
         """Highest CUDA a driver supports, derived from Table 3 (for the /proc and /sys sources)."""
@@ -124,21 +133,35 @@ def load() -> CompatData:
         for name, row in raw["arch_lists"].items()
     }
     releases = []
+    by_flavor: dict[str, list[Release]] = {"pip": [], "conda-forge": [], "pytorch": []}
     for row in raw["torch"]:
         builds: dict[str, tuple[Build, ...]] = {}
         pip = [Build("pip", f"{k[2:-1]}.{k[-1]}", k, lists[v]) for k, v in (row.get("pip") or {}).items()]
         builds["pip"] = tuple(sorted(pip, key=lambda b: b.cuda_version))
+        blocks = {"conda-forge": row.get("conda_forge"), "pytorch": row.get("pytorch_channel")}
         cf = [Build("conda-forge", k, "cuda" + k.replace(".", ""), lists[v])
-              for k, v in (row.get("conda_forge") or {}).items()]
+              for k, v in ((blocks["conda-forge"] or {}).get("cuda") or {}).items()]
         builds["conda-forge"] = tuple(sorted(cf, key=lambda b: b.cuda_version))
         legacy = [Build("pytorch", k, f"pytorch-cuda={k}", lists[v])
-                  for k, v in (row.get("pytorch_channel") or {}).items()]
+                  for k, v in ((blocks["pytorch"] or {}).get("cuda") or {}).items()]
         builds["pytorch"] = tuple(sorted(legacy, key=lambda b: b.cuda_version))
-        releases.append(Release(
+        release = Release(
             minor=row["minor"], version=row["version"], torchvision=row.get("torchvision"),
             torchaudio=row.get("torchaudio"), python=tuple(row["python"]), builds=builds,
             src=tuple(row.get("src") or ()),
-        ))
+        )
+        releases.append(release)
+        by_flavor["pip"].append(release)
+        for flavor, block in blocks.items():
+            if block is None:  # never published on that channel: no CPU build either
+                by_flavor[flavor].append(replace(release, cpu=False))
+                continue
+            by_flavor[flavor].append(replace(
+                release, version=block.get("version", release.version),
+                torchvision=block.get("torchvision", release.torchvision),
+                torchaudio=block.get("torchaudio", release.torchaudio),
+                python=tuple(block.get("python", release.python)),
+                src=release.src + tuple(block.get("src") or ())))
     releases.sort(key=lambda r: r.key, reverse=True)
     return CompatData(
         sources=sources,
@@ -146,4 +169,5 @@ def load() -> CompatData:
         minor_compat_floor={int(r["major"]): driver_version(r["linux"]) for r in raw["minor_compat_floor"]},
         arch_first_cuda={parse_cc(r["sm"]): Version(r["cuda"]) for r in raw["arch_first_cuda"]},
         releases=tuple(releases),
+        by_flavor={f: tuple(sorted(rs, key=lambda r: r.key, reverse=True)) for f, rs in by_flavor.items()},
     )

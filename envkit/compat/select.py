@@ -11,6 +11,9 @@ Rules (issue #2), each citing its source:
    metapackage constrains __cuda >= X); the legacy pytorch channel ends with 2.5 (pytorch#138506);
    pip uses download.pytorch.org/whl/<variant>.
 5. Newest torch that passes all rules unless pinned.
+6. Existence (issue 11): with a catalogue (what the channel or index really publishes, read by
+   envkit/engines/catalogue.py), only (torch, CUDA variant, python) combinations that exist count;
+   without one, the static data's releases stand in and the reasons say so.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from envkit.compat import CC, Build, CompatData, Release, driver_version, load, parse_cc, sm
+from envkit.compat.catalogue import Catalogue, existing_versions, merge
 from envkit.errors import SelectionError, UsageError
 from envkit.models import FLAVORS, Machine, Request, Selection
 
@@ -107,11 +111,18 @@ def _python_for(release: Release, requested: str | None) -> tuple[str | None, st
 
 
 def _pick_build(release: Release, flavor: str, machine: Machine, ceiling: str,
-                data: CompatData) -> tuple[_Pick | None, str]:
+                data: CompatData, python: str | None = None) -> tuple[_Pick | None, str]:
     """Apply rules 1 and 2 to one release; return the pick or why there is none."""
     builds = release.builds.get(flavor, ())
     if not builds:
         return None, f"torch {release.minor} has no {flavor} CUDA build"
+    if python is not None:
+        # rule 6: the catalogue may publish a CUDA variant for fewer Pythons than the release has
+        fit = tuple(b for b in builds if b.python is None or python in b.python)
+        if not fit:
+            have = "; ".join(f"{b.label}: {', '.join(b.python or ())}" for b in builds)
+            return None, f"torch {release.minor} has no {flavor} CUDA build for python {python} ({have})"
+        builds = fit
     reasons: list[str] = []
     covered = list(builds)
     if machine.gpus:
@@ -148,6 +159,8 @@ def _pick_build(release: Release, flavor: str, machine: Machine, ceiling: str,
     for gpu in machine.gpus:
         why = covers(build, parse_cc(gpu.compute_capability), data)
         reasons.append(f"GPU {gpu.index} {gpu.name} (compute capability {gpu.compute_capability}): {why}")
+    if build.note:
+        reasons.append(f"note: {build.note}")
     if not build.archs.verified:
         reasons.append(f"note: the arch list of {build.label} ({build.archs.describe()}) is unverified "
                        f"({data.sources.get(build.archs.src, build.archs.src)})")
@@ -170,22 +183,100 @@ def _specs(flavor: str, release: Release, version: str, python: str, build: Buil
     return (f"python={python}", "pip"), tuple(pip), f"{PYTORCH_INDEX}/{variant}", variant
 
 
-def select(machine: Machine, request: Request, data: CompatData | None = None) -> Selection:
-    """The newest build that the driver, every visible GPU and the Python version all support."""
-    return _select(machine, request, data or load(), explain=True)
+def select(machine: Machine, request: Request, data: CompatData | None = None,
+           catalogue: Catalogue | None = None, source_note: str | None = None) -> Selection:
+    """The newest build that the driver, every visible GPU and the Python version all support,
+    among those the catalogue says exist (the static data's releases when there is no catalogue).
+
+    `source_note` is the first reason: which catalogue was used, or why the static data stands in."""
+    return _select(machine, request, data or load(), explain=True, catalogue=catalogue, source_note=source_note)
 
 
-def _select(machine: Machine, request: Request, data: CompatData, *, explain: bool) -> Selection:
+@dataclass(frozen=True)
+class _Candidates:
+    releases: tuple[Release, ...]  # newest first
+    missing: dict[str, str]  # minor -> why it is not there (catalogue)
+    notes: dict[str, tuple[str, ...]]  # minor -> extra reasons
+
+
+def _candidates(data: CompatData, flavor: str, catalogue: Catalogue | None, pin: str | None) -> _Candidates:
+    """The releases selection walks for a flavor: the catalogue merged with the static rules, or the
+    static rows alone. Extra static rows (e.g. older releases kept elsewhere) plug in here."""
+    if catalogue is not None and catalogue.flavor == flavor:
+        merged = merge(data, flavor, catalogue, pin)
+        return _Candidates(merged.releases, merged.missing, merged.notes)
+    return _Candidates(data.releases_for(flavor), {}, {})
+
+
+def _where(flavor: str, catalogue: Catalogue | None) -> str:
+    if catalogue is not None and catalogue.flavor == flavor:
+        return catalogue.source
+    return {"conda-forge": "conda-forge", "pytorch": "the pytorch channel", "pip": "the PyTorch index"}[flavor]
+
+
+def _not_published(request: Request, spec: SpecifierSet | None, cands: _Candidates,
+                   catalogue: Catalogue | None) -> SelectionError | None:
+    """--torch names a version the flavor never published: say so and name the nearest that exist."""
+    flavor = request.flavor
+    pin = request.torch if request.torch and request.torch[0].isdigit() and request.torch.count(".") >= 2 else None
+    if catalogue is not None and catalogue.flavor == flavor:
+        versions = existing_versions(catalogue)
+    else:
+        versions = sorted({r.version for r in cands.releases if r.cpu or r.builds.get(flavor)}, key=Version)
+    if not versions or spec is None:
+        return None
+    live = catalogue is not None and catalogue.flavor == flavor
+    if pin is not None:
+        # the static rows only record each minor's latest patch: there an existing minor is enough
+        if pin in versions or (not live and any(_minor_of(v) == _minor_of(pin) for v in versions)):
+            return None
+        wanted = Version(pin)
+        hits: list[str] = []
+    else:
+        hits = [v for v in versions if Version(v) in spec or _matches_minor(v, spec)]
+        if hits:
+            return None
+        wanted = Version(request.torch) if request.torch and request.torch[0].isdigit() else None  # type: ignore[assignment]
+    below = [v for v in versions if wanted is not None and Version(v) < wanted]
+    above = [v for v in versions if wanted is not None and Version(v) > wanted]
+    nearest = [x for x in (below[-1] if below else None, above[0] if above else None) if x]
+    shown = " and ".join(nearest) if nearest else ", ".join(versions[-3:])
+    what = request.torch
+    where = _where(flavor, catalogue)
+    return SelectionError(
+        f"torch {what} does not exist on {where}; the nearest {'are' if len(nearest) > 1 else 'is'} {shown}",
+        f"pick one that exists, e.g. --torch {nearest[-1] if nearest else versions[-1]}"
+        + ("" if flavor == "pip" else ", or use --flavor pip (the PyTorch index has other releases)"))
+
+
+def _minor_of(version: str) -> str:
+    return ".".join(version.split(".")[:2])
+
+
+def _matches_minor(version: str, spec: SpecifierSet) -> bool:
+    minor = ".".join(version.split(".")[:2])
+    return any(Version(f"{minor}.{p}") in spec for p in range(0, 10))
+
+
+def _select(machine: Machine, request: Request, data: CompatData, *, explain: bool,
+            catalogue: Catalogue | None = None, source_note: str | None = None) -> Selection:
     if request.flavor not in FLAVORS:
         raise UsageError(f"unknown flavor {request.flavor!r}", f"use one of: {', '.join(FLAVORS)}")
     spec = parse_torch_spec(request.torch)
     flavor = request.flavor
-    releases = [r for r in data.releases if _matches(r, spec, request.torch)]
-    if not releases:
+    pin = request.torch.strip() if request.torch and request.torch.strip()[0].isdigit() \
+        and request.torch.count(".") >= 2 else None
+    cands = _candidates(data, flavor, catalogue, pin)
+    releases = [r for r in cands.releases if _matches(r, spec, request.torch)]
+    # -- torch older than this data (issue 10): the cudatoolkit-era rows and rules live in legacy.py --
+    from envkit.compat import legacy
+    if not releases and legacy.handles(request.torch):
+        return legacy.select(machine, request)
+    if not releases and not (catalogue is not None and catalogue.flavor == flavor):
         known = ", ".join(r.minor for r in reversed(data.releases))
         raise SelectionError(f"no known torch release matches --torch {request.torch!r} (known: {known})",
                              "pick one of the known releases, e.g. --torch " + data.releases[0].minor)
-    if flavor == "pytorch":
+    if flavor == "pytorch" and releases:
         newer = [r for r in releases if r.key > LEGACY_LAST]
         older = [r for r in releases if r.key <= LEGACY_LAST]
         if not older:
@@ -194,9 +285,12 @@ def _select(machine: Machine, request: Request, data: CompatData, *, explain: bo
                 "(https://github.com/pytorch/pytorch/issues/138506)",
                 f"use --flavor conda-forge or --flavor pip for torch {newer[0].minor}, or --torch 2.5")
         releases = older
+    absent = _not_published(request, spec, cands, catalogue)
+    if absent is not None:
+        raise absent
 
     mode, ceiling, context = _cuda_mode(machine, request)
-    base_reasons = list(context)
+    base_reasons = ([source_note] if source_note else []) + list(context)
     failures: list[str] = []
     for release in releases:
         python, py_reason = _python_for(release, request.python)
@@ -204,14 +298,22 @@ def _select(machine: Machine, request: Request, data: CompatData, *, explain: bo
             failures.append(py_reason)
             continue
         version = _exact_version(release, request.torch)
-        if not release.builds.get(flavor):
-            failures.append(f"torch {release.minor} is not published for the {flavor} flavor")
-            continue
         if mode == "cpu":
+            if not release.cpu:
+                failures.append(cands.missing.get(release.minor)
+                                or f"torch {release.minor} is not published for the {flavor} flavor")
+                continue
+            if release.cpu_python is not None and python not in release.cpu_python:
+                failures.append(f"torch {release.minor} has no {flavor} CPU build for python {python}")
+                continue
             pick = _Pick(None, ())
         else:
+            if not release.builds.get(flavor):
+                failures.append(cands.missing.get(release.minor)
+                                or f"torch {release.minor} is not published for the {flavor} flavor")
+                continue
             assert ceiling is not None
-            found, why = _pick_build(release, flavor, machine, ceiling, data)
+            found, why = _pick_build(release, flavor, machine, ceiling, data, python)
             if found is None:
                 failures.append(why)
                 continue
@@ -219,8 +321,11 @@ def _select(machine: Machine, request: Request, data: CompatData, *, explain: bo
         reasons = base_reasons + list(pick.reasons)
         if failures:
             reasons.append("newer releases skipped: " + "; ".join(failures))
-        reasons.append(f"torch {version}: the newest {'matching ' if spec else ''}release that passes every rule")
+        reasons.append(f"torch {version}: the newest {'matching ' if spec else ''}release that passes every rule"
+                       + (f" and exists on {_where(flavor, catalogue)}" if catalogue is not None
+                          and catalogue.flavor == flavor else ""))
         reasons.append(py_reason)
+        reasons += list(cands.notes.get(release.minor, ()))
         specs, pip_specs, index, variant = _specs(flavor, release, version, python, pick.build)
         reasons.append(_flavor_reason(flavor, pick.build))
         tv = release.torchvision
@@ -232,7 +337,7 @@ def _select(machine: Machine, request: Request, data: CompatData, *, explain: bo
         )
     if not explain:
         raise SelectionError("no build")
-    raise _no_build_error(machine, request, failures, data)
+    raise _no_build_error(machine, request, failures, data, catalogue)
 
 
 def _channels(flavor: str, build: Build | None) -> tuple[str, ...]:
@@ -278,7 +383,7 @@ def _cuda_mode(machine: Machine, request: Request) -> tuple[str, str | None, lis
 
 
 def _no_build_error(machine: Machine, request: Request, failures: Sequence[str],
-                    data: CompatData) -> SelectionError:
+                    data: CompatData, catalogue: Catalogue | None = None) -> SelectionError:
     binding = failures[0] if failures else "no release qualifies"
     alternatives: list[str] = []
     probes: list[tuple[str, Request]] = []
@@ -290,7 +395,7 @@ def _no_build_error(machine: Machine, request: Request, failures: Sequence[str],
                                                              + 100 * abs(r.key.major - pinned.major), r.key)):
             probe = Request(request.cuda, release.minor, request.python, request.flavor, request.no_driver_check)
             try:
-                _select(machine, probe, data, explain=False)
+                _select(machine, probe, data, explain=False, catalogue=catalogue)
             except (SelectionError, UsageError):
                 continue
             probes.append(("--torch {torch}", probe))
@@ -304,7 +409,7 @@ def _no_build_error(machine: Machine, request: Request, failures: Sequence[str],
                            Request(request.cuda, request.torch, request.python, other, request.no_driver_check)))
     for template, probe in probes:
         try:
-            alt = _select(machine, probe, data, explain=False)
+            alt = _select(machine, probe, data, explain=False, catalogue=catalogue)
         except (SelectionError, UsageError):
             continue
         what = f"torch {alt.torch} with CUDA {alt.cuda}" if alt.cuda else f"torch {alt.torch} (CPU)"
@@ -329,3 +434,44 @@ def _flavor_reason(flavor: str, build: Build | None) -> str:
         return ("legacy pytorch+nvidia channels (their last release is 2.5, pytorch#138506): "
                 + (f"pytorch-cuda={build.cuda}" if build else "cpuonly"))
     return f"pip wheels from {PYTORCH_INDEX}/{build.label if build else 'cpu'} inside the conda env"
+
+
+def offers(machine: Machine, request: Request, catalogue: Catalogue | None, data: CompatData | None = None
+           ) -> list[dict[str, object]]:
+    """Every (torch, CUDA variant) of a flavor with `usable` and why not: `envkit detect --catalogue`."""
+    from dataclasses import replace
+
+    data = data or load()
+    flavor = request.flavor
+    cands = _candidates(data, flavor, catalogue, None)
+    try:
+        mode, ceiling, _context = _cuda_mode(machine, Request(request.cuda, None, None, flavor,
+                                                              request.no_driver_check))
+    except SelectionError as exc:
+        mode, ceiling = "error", None
+        _context = [exc.message]
+    rows: list[dict[str, object]] = []
+    for release in cands.releases:
+        if flavor == "pytorch" and release.key > LEGACY_LAST:
+            continue
+        if not release.cpu and not release.builds.get(flavor):
+            if release.minor in cands.missing:
+                rows.append({"torch": release.version, "variant": None, "cuda": None, "python": [],
+                             "usable": False, "why": cands.missing[release.minor]})
+            continue
+        for build in release.builds.get(flavor, ()):
+            python = list(build.python or release.python)
+            if mode != "gpu" or ceiling is None:
+                usable, why = False, (_context[0] if _context else "no CUDA on this machine")
+            else:
+                pick, why = _pick_build(replace(release, builds={flavor: (build,)}), flavor, machine, ceiling, data)
+                usable = pick is not None
+                if pick is not None:
+                    why = pick.reasons[0] if pick.reasons else ""
+            rows.append({"torch": release.version, "variant": build.label, "cuda": build.cuda, "python": python,
+                         "usable": usable, "why": why})
+        if release.cpu:
+            rows.append({"torch": release.version, "variant": "cpu", "cuda": None,
+                         "python": list(release.cpu_python or release.python), "usable": True,
+                         "why": "CPU build (runs anywhere, no GPU)"})
+    return rows

@@ -66,6 +66,7 @@ class CreateOptions:
     compute_capabilities: tuple[str, ...] = ()
     argv: tuple[str, ...] = ("envkit", "create")
     verify_timeout: float = 300.0
+    catalogue: str = "auto"  # auto | offline | refresh: where selection learns what the channels publish
     not_envkit: bool = False  # --force may replace an env envkit cannot prove it made (trust-fs)
 
 
@@ -208,6 +209,7 @@ def plan_guard(selection: Selection | None, packages: Sequence[Any], specs: Sequ
     elif torch is not None and _CPU_BUILD.search(torch.build):
         culprit = "pytorch"
     if culprit is None:
+        _variant_guard(selection, by_name)
         return
     detail = f" (pulled in through {_blame(culprit, by_name, specs)!r})"
     build = torch.build if torch else "?"
@@ -216,6 +218,36 @@ def plan_guard(selection: Selection | None, packages: Sequence[Any], specs: Sequ
         f"build was selected; the cause is {culprit}{detail}. Nothing was downloaded",
         f"remove {culprit} from the environment file, or pin pytorch=*=cuda* (envkit render does), "
         "or ask for a CPU env with --cuda cpu")
+
+
+def _variant_guard(selection: Selection, by_name: dict[str, Any]) -> None:
+    """The solved CUDA build must be the selected one: conda-forge `cuda130_*` with cuda-version 13.0,
+    the pytorch channel's `*_cuda12.4_*` with pytorch-cuda 12.4 (issue 11). Stops before any download."""
+    torch = by_name.get("pytorch")
+    if torch is None or selection.cuda is None:
+        return
+    want = selection.cuda
+    if selection.flavor == "conda-forge":
+        build_ok = torch.build.startswith(f"cuda{want.replace('.', '')}")
+        pin = by_name.get("cuda-version")
+        pin_name = "cuda-version"
+    elif selection.flavor == "pytorch":
+        build_ok = f"cuda{want}" in torch.build
+        pin = by_name.get("pytorch-cuda")
+        pin_name = "pytorch-cuda"
+    else:
+        return
+    pin_ok = pin is None or pin.version == want or pin.version.startswith(want + ".")
+    if build_ok and pin_ok:
+        return
+    solved = f"pytorch {torch.version} {torch.build}" + (f" with {pin_name} {pin.version}" if pin else "")
+    raise PlanGuardError(
+        f"the solved plan installs {solved}, but the selection was torch {selection.torch} {selection.variant} "
+        f"with {pin_name} {want}; installing it would give a different CUDA build than the one checked against "
+        "this machine. Nothing was downloaded",
+        (f"pin pytorch=*={selection.variant}* and cuda-version={want}" if selection.flavor == "conda-forge" else
+         f"pin pytorch-cuda={want}") + " in the environment file, or re-render it "
+        "(envkit render --refresh reads what the channel publishes now)")
 
 
 def _spec_name(spec: str) -> str:

@@ -1,45 +1,99 @@
 """`envkit render --from FILE`: adapt a colleague's environment.yml (or raw `conda env export`
-output) to this machine. Everything CUDA-specific is replaced by this machine's selection; build
-strings and `prefix:` are dropped; everything else is kept; every change is reported."""
+output) to this machine.
+
+What conda's environment.yml accepts, this accepts (every MatchSpec form, label and URL channels,
+`variables:`, a pip section that is a full requirements file). Only the torch/CUDA stack changes,
+and only when the file has one: the file's torch version is kept (a build of it for this machine's
+driver and GPUs is chosen), its CUDA pins follow that build, and every change is reported. Build
+strings and `prefix:` go (they name the old machine); relative pip paths are made absolute against
+the file's folder, where conda runs pip (conda/env/installers/pip.py: cwd is the file's folder).
+"""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
+
 from envkit.errors import RenderError
 from envkit.models import Machine, Request, Selection
-from envkit.render.envfile import EnvFile, check_channel, check_pip_line, check_variables, load_yaml_file, parse_conda_spec
+from envkit.render.envfile import (CondaSpec, EnvFile, PipLine, check_channel, check_variables, load_yaml_file,
+                                   parse_conda_spec, parse_pip_line)
 from envkit.render.mirrors import Mirror, apply_channels, canonical_channel
 
-# Packages whose only job is to pick a CUDA (or CPU) variant of torch: replaced by the selection.
-CUDA_SPECIFIC = {"pytorch-cuda", "cudatoolkit", "cuda-version", "cpuonly", "pytorch-mutex", "pytorch-gpu",
-                 "pytorch-cpu", "cudatoolkit-dev"}
-# CUDA runtime libraries that the selection brings in its own versions (NVIDIA's conda packages and
-# their conda-forge twins). From an export (with build strings) they are transitive: removed. Asked
-# for by hand (no build string): kept, unpinned, so the selection's cuda-version decides.
-_CUDA_LIB_RE = re.compile(r"^(cuda-[a-z0-9-]+|libcu[a-z0-9-]+|libnpp[a-z0-9-]*|libnvjpeg[a-z0-9-]*|"
-                          r"libnvjitlink[a-z0-9-]*|cudnn|libcudnn[a-z0-9-]*|nccl|libnccl[a-z0-9-]*|cutensor)$")
+# Packages whose only job is to pick a CUDA (or CPU) variant of torch: the selection writes its own.
+CUDA_SPECIFIC = {"pytorch-cuda", "cudatoolkit", "cuda-version", "cpuonly", "pytorch-mutex"}
+# What the pytorch channel's pytorch pulls in by itself (its triton build): the selection's pytorch brings its own.
+TORCH_TRANSITIVE = {"torchtriton"}
+# A build string that only says "a CUDA build" (conda-forge's cuda* / *cuda* / cuda120*): kept, not a machine's build.
+_CUDA_SELECTOR_RE = re.compile(r"^\*?cuda[0-9]*\*$")
+# conda-forge metapackages that stand for pytorch itself (pytorch-gpu = pytorch=*=cuda*)
+TORCH_ALIASES = {"pytorch-gpu", "pytorch-cpu"}
 TORCH_CONDA = {"pytorch", "torchvision", "torchaudio"}
 TORCH_PIP = {"torch", "torchvision", "torchaudio"}
+# CUDA runtime libraries (NVIDIA's conda packages and their conda-forge twins): kept, unpinned, so the
+# selection's CUDA line decides their version.
+_CUDA_LIB_RE = re.compile(r"^(cuda-[a-z0-9-]+|libcu[a-z0-9-]+|libnpp[a-z0-9-]*|libnvjpeg[a-z0-9-]*|"
+                          r"libnvjitlink[a-z0-9-]*|cudnn|libcudnn[a-z0-9-]*|nccl|libnccl[a-z0-9-]*|cutensor|"
+                          r"cudatoolkit-dev)$")
 CUDA_CHANNELS = {"pytorch", "nvidia"}  # they only served the CUDA torch stack
-_PYTORCH_INDEX_RE = re.compile(r"download\.pytorch\.org")
-_CU_LOCAL_RE = re.compile(r"\+(cu\d+|cpu|rocm[\d.]+)$")
+# Packages that exist only for Windows or macOS (conda-forge/defaults feedstocks of these names build
+# no linux-64 package): a `conda env export` from those systems lists them; Linux cannot install them.
+PLATFORM_ONLY = re.compile(r"^(vc|vc14_runtime|vs2015_runtime|vs2017_runtime|ucrt|m2w64-.*|msys2-conda-epoch|"
+                           r"wincertstore|pywin32|pywin32-ctypes|pywinpty|winpty|win_inet_pton|menuinst|"
+                           r"appnope|pyobjc-.*|libcxxabi|cctools.*|ld64.*|clang_osx-64|gfortran_osx-64)$")
+_PYTORCH_URL_RE = re.compile(r"download\.pytorch\.org")
+_CU_TAG_RE = re.compile(r"(?<![A-Za-z0-9])cu(\d{2,3})(?![0-9])")
+_LOCAL_RE = re.compile(r"\+(cu\d+|cpu|rocm[\d.]+)$")
 
 
 @dataclass(frozen=True)
 class Parsed:
     """What the old file asked for, before adaptation."""
 
-    name: str | None
+    name: Any  # as written (may be missing, 'base', a path, not a string)
     channels: tuple[str, ...]
-    conda: tuple[str, ...]  # raw dependency strings
-    pip: tuple[str, ...]
+    conda: tuple[str, ...]  # as written
+    specs: tuple[CondaSpec, ...]  # the same, parsed
+    pip: tuple[str, ...]  # normalised requirements-file lines
+    pip_lines: tuple[PipLine, ...]  # the same, parsed
     variables: tuple[tuple[str, str], ...]
-    torch_version: str | None
+    torch: str | None  # the file's torch pin: '1.12.1', '1.12', '>=1.7,<2' (None: no pin or no torch)
     python: str | None
     torch_from_pip: bool
+    has_torch: bool
+    uses_pytorch_channel: bool
     had_prefix: str | None
+    folder: Path
+    ignored_keys: tuple[str, ...] = ()
+
+
+def _version_text(spec: CondaSpec) -> str | None:
+    """A conda version constraint as a --torch value: '=1.12' -> '1.12', '>=1.7' as is."""
+    v = spec.version.strip()
+    if not v or v in ("*", "=*"):
+        return None
+    if v.startswith("==") or (v.startswith("=") and not v.startswith("==")):
+        v = v.lstrip("=")
+    v = v.rstrip("*").rstrip(".")
+    if re.fullmatch(r"[0-9]+(\.[0-9]+)*", v):
+        return v
+    return v if re.fullmatch(r"[<>=!~0-9.,*]+", v) and "*" not in v else None
+
+
+def _pip_version_text(line: PipLine) -> str | None:
+    from packaging.requirements import Requirement
+
+    try:
+        req = Requirement(line.arg)
+    except Exception:  # a URL requirement: no version to carry
+        return None
+    specs = list(req.specifier)
+    if len(specs) == 1 and specs[0].operator in ("==", "==="):
+        return _LOCAL_RE.sub("", specs[0].version).rstrip(".*")
+    text = str(req.specifier)
+    return text or None
 
 
 def parse_file(path: Path) -> Parsed:
@@ -50,152 +104,484 @@ def parse_file(path: Path) -> Parsed:
     deps = raw.get("dependencies") or []
     if not isinstance(deps, list):
         raise RenderError(f"{path}: 'dependencies' must be a list", "fix the file")
-    conda: list[str] = []
-    pip: list[str] = []
+    conda: list[tuple[str, CondaSpec]] = []
+    pip: list[PipLine] = []
     for item in deps:
-        if isinstance(item, dict) and "pip" in item:
+        if item is None:
+            continue
+        if isinstance(item, dict) and "pip" in item and len(item) == 1:
+            if item["pip"] is None:
+                continue
             if not isinstance(item["pip"], list):
                 raise RenderError(f"{path}: the pip section must be a list", "fix the file")
-            pip += [str(p) for p in item["pip"]]
-        elif isinstance(item, (str, int, float)):
-            conda.append(str(item))
+            pip += [parse_pip_line(p, f"{path}: pip") for p in item["pip"] if p is not None]
+        elif isinstance(item, (str, int, float)) and not isinstance(item, bool):
+            conda.append((str(item), parse_conda_spec(item, f"{path}: dependencies")))
         else:
-            raise RenderError(f"{path}: unsupported dependency entry {item!r}", "use strings and one pip: section")
+            raise RenderError(f"{path}: unsupported dependency entry {item!r} (conda takes strings and one "
+                              "`pip:` list)", "use strings and one pip: section")
     channels = raw.get("channels") or []
     if not isinstance(channels, list):
         raise RenderError(f"{path}: 'channels' must be a list", "fix the file")
-    torch_version = python = None
-    torch_from_pip = False
-    for dep in conda:
-        spec = parse_conda_spec(dep, f"{path}: dependencies")
-        if spec.name == "pytorch" and spec.exact_version:
-            torch_version = spec.exact_version
+    torch = python = None
+    from_pip = has_torch = False
+    uses_pytorch = any(str(c).rstrip("/").endswith("pytorch") for c in channels)
+    for _raw, spec in conda:
+        if spec.name in ("pytorch", *TORCH_ALIASES):
+            has_torch = True
+            torch = torch or _version_text(spec)
+        elif spec.name in TORCH_CONDA or spec.name in ("pytorch-cuda", "cpuonly"):
+            has_torch = True
         if spec.name == "python" and spec.exact_version:
             python = ".".join(spec.exact_version.split(".")[:2])
+        if spec.channel.split("/")[0] == "pytorch":
+            uses_pytorch = True
     for line in pip:
-        if line.strip().startswith("-"):
-            continue
-        match = re.match(r"^torch\s*==\s*([0-9][0-9.]*)", line.strip())
-        if match:
-            torch_from_pip = True
-            torch_version = torch_version or match.group(1)
+        if line.name.lower() in TORCH_PIP and not line.option:
+            has_torch = True
+            if line.name.lower() == "torch":
+                from_pip = True
+                torch = torch or _pip_version_text(line)
+    if not has_torch:
+        # `- -r requirements.txt` holding the torch pin is a common shape: pip installs it, so it is the file's torch
+        nested = _nested_pins(tuple(pip), path.resolve().parent)
+        if "torch" in nested:
+            has_torch = from_pip = True
+            torch = nested["torch"]
     prefix = raw.get("prefix")
-    return Parsed(name=raw.get("name"), channels=tuple(str(c) for c in channels), conda=tuple(conda),
-                  pip=tuple(pip), variables=check_variables(raw.get("variables"), f"{path}: variables"),
-                  torch_version=torch_version, python=python, torch_from_pip=torch_from_pip,
-                  had_prefix=str(prefix) if prefix else None)
+    ignored = tuple(sorted(str(k) for k in raw if k not in ("name", "channels", "dependencies", "variables",
+                                                              "prefix")))
+    return Parsed(name=raw.get("name"), channels=tuple(str(c) for c in channels if c is not None),
+                  conda=tuple(r for r, _ in conda), specs=tuple(s for _, s in conda),
+                  pip=tuple(line.text for line in pip), pip_lines=tuple(pip),
+                  variables=check_variables(raw.get("variables"), f"{path}: variables"), torch=torch,
+                  python=python, torch_from_pip=from_pip, has_torch=has_torch, uses_pytorch_channel=uses_pytorch,
+                  had_prefix=str(prefix) if prefix else None, folder=path.resolve().parent, ignored_keys=ignored)
+
+
+def flavor_order(parsed: Parsed, torch: str | None) -> tuple[str, ...]:
+    """Where to look for the file's torch, first choice first. pip for a pip torch; for a conda torch,
+    conda-forge (maintained) then the legacy pytorch channel (ends with 2.5: pytorch#138506), except
+    that a 1.x pin from a -c pytorch/cudatoolkit file looks on that channel first (cudatoolkit era).
+    Only the channel changes between these; the torch version never does."""
+    from envkit.compat import legacy
+
+    if parsed.torch_from_pip:
+        return ("pip",)
+    if legacy.handles(torch) and parsed.uses_pytorch_channel:
+        return ("pytorch", "conda-forge")
+    return ("conda-forge", "pytorch")
+
+
+def default_flavor(parsed: Parsed, torch: str | None) -> str:
+    return flavor_order(parsed, torch)[0]
 
 
 def request_from(parsed: Parsed, request: Request, flavor_given: bool) -> Request:
-    """The colleague's torch and python carry over unless the command line says otherwise."""
-    torch = request.torch or (".".join(parsed.torch_version.split(".")[:3]) if parsed.torch_version else None)
-    if torch and request.torch is None:
-        torch = ".".join(torch.split(".")[:2])  # same minor release; the patch follows the data
-    flavor = request.flavor if flavor_given else ("pip" if parsed.torch_from_pip else "conda-forge")
+    """The file's torch (as pinned) and python carry over unless the command line says otherwise."""
+    torch = request.torch or parsed.torch
+    flavor = request.flavor if flavor_given else default_flavor(parsed, torch)
     return Request(cuda=request.cuda, torch=torch, python=request.python or parsed.python, flavor=flavor,
                    no_driver_check=request.no_driver_check)
 
 
-def adapt(parsed: Parsed, sel: Selection, machine: Machine, *, name: str | None, mirror: Mirror | None,
+def choose_name(parsed: Parsed, cli_name: str | None, source: str) -> tuple[str, list[str]]:
+    """--name, else the file's name when conda could use it, else the file's stem (said so)."""
+    from envkit.locations import check_name
+
+    from envkit.errors import UsageError
+
+    if cli_name:
+        return check_name(cli_name), []
+    stem = re.sub(r"[^A-Za-z0-9_.\-]", "-", Path(source).stem).strip(".-") or "env"
+    name = parsed.name
+    why = ""
+    if name is None or (isinstance(name, str) and not name.strip()):
+        why = "the file has no name"
+    elif not isinstance(name, str):
+        why = f"the file's name {name!r} is not a string"
+    elif name == "base":
+        why = "the file's name is 'base' (conda's root environment, never replaced)"
+    else:
+        candidate = Path(name).name if "/" in name else name
+        try:
+            chosen = check_name(candidate)
+        except UsageError:
+            why = f"the file's name {name!r} is not a valid environment name"
+        else:
+            return chosen, ([f"name {name} was a path (conda env export -p); using {chosen}"]
+                            if candidate != name else [])
+    try:
+        check_name(stem)
+    except UsageError:
+        stem = "env"
+    return stem, [f"name: {why}; using {stem!r} from the file name (pass --name to choose)"]
+
+
+def cu_tag(sel: Selection) -> str:
+    """The selection's CUDA as a wheel tag: cu116, cu130; cpu for a CPU build."""
+    return "cu" + sel.cuda.replace(".", "") if sel.cuda else "cpu"
+
+
+def _resolve(arg: str, folder: Path) -> str:
+    """A relative pip path made absolute against the env file's folder (extras suffix kept)."""
+    path, extras = (arg[: arg.index("[")], arg[arg.index("["):]) if arg.endswith("]") and "[" in arg else (arg, "")
+    if path.startswith("file:") and not path.startswith("file:/"):
+        path = path[len("file:"):]  # conda's documented `-r file:requirements.txt`
+    if path.startswith(("file:", "/", "~", "$")):
+        return arg
+    return str((folder / path).resolve()) + extras
+
+
+def _pairs(sel: Selection) -> dict[str, str | None]:
+    return {"pytorch": sel.torch, "torch": sel.torch, "torchvision": sel.torchvision,
+            "torchaudio": sel.torchaudio}
+
+
+def kept_pairs(sel: Selection, file_versions: dict[str, str]) -> Selection:
+    """The file's own torchvision/torchaudio pins stay when its exact torch is kept (they were its pair)."""
+    torch = file_versions.get("pytorch")
+    if torch != sel.torch:
+        return sel
+    tv = file_versions.get("torchvision")
+    ta = file_versions.get("torchaudio")
+    exact = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+")
+    return replace(sel, torchvision=tv if tv and exact.fullmatch(tv) else sel.torchvision,
+                   torchaudio=ta if ta and exact.fullmatch(ta) else sel.torchaudio)
+
+
+def torch_lines(sel: Selection, wanted: set[str]) -> tuple[list[str], list[str], list[str]]:
+    """(conda specs, pip lines, notes): the selection's torch plus the torch-family packages the file had."""
+    from envkit.compat import legacy
+    from envkit.compat.select import pip_local
+
+    notes: list[str] = []
+    conda = [s for s in sel.specs if not s.startswith("python=")]
+    pip = list(sel.pip_specs)
+    old = [r for r in legacy.matching(sel.torch) if r.torchvision == sel.torchvision]
+    for extra in ("torchvision", "torchaudio"):
+        if extra not in wanted:
+            continue
+        version = _pairs(sel)[extra]
+        if version is None:
+            notes.append(f"{extra} left out: the {sel.flavor} flavor has no {extra} paired with torch {sel.torch}")
+            continue
+        if sel.flavor == "pip":
+            local = (legacy.pip_version(old[0], extra, sel.variant) if old and sel.torch == old[0].version
+                     else pip_local(version, sel.variant))
+            pip.append(f"{extra}=={local}")
+        else:
+            conda.append(f"{extra}={version}")
+    return conda, pip, notes
+
+
+def _index_lines(sel: Selection) -> list[str]:
+    if not sel.pip_specs or not sel.pip_index_url:
+        return []
+    if sel.pip_index_url.endswith(".html"):
+        return [f"-f {sel.pip_index_url}"]
+    return [f"--extra-index-url {sel.pip_index_url}"]
+
+
+def _rewrite_cu(text: str, sel: Selection) -> str:
+    """Other projects' CUDA-tagged wheel pages and pins (PyG, DGL, ...) follow the selection's CUDA."""
+    tag = cu_tag(sel)
+    out = _CU_TAG_RE.sub(tag, text)
+    # PyG's pages name the torch release too: data.pyg.org/whl/torch-1.12.0+cu113.html
+    return re.sub(r"(data\.pyg\.org/whl/torch-)[0-9.]+\+", lambda m: f"{m.group(1)}{sel.torch}+", out)
+
+
+def adapt(parsed: Parsed, sel: Selection | None, machine: Machine, *, name: str | None, mirror: Mirror | None,
           source: str, extra_changes: list[str] | None = None) -> tuple[EnvFile, list[str]]:
+    """The adapted file and the list of changes (each one line, version changes as 'a -> b (why)')."""
     changes: list[str] = list(extra_changes or [])
+    env_name, name_notes = choose_name(parsed, name, source)
+    changes += name_notes
     if parsed.had_prefix:
-        changes.append(f"dropped prefix: {parsed.had_prefix}")
+        changes.append(f"dropped prefix: {parsed.had_prefix} (conda ignores it when name: is set)")
+    if parsed.ignored_keys:
+        changes.append(f"left out top-level key(s) {', '.join(parsed.ignored_keys)} (conda ignores them)")
+    torch_mode = sel is not None
+    wanted: set[str] = set()
+    file_versions: dict[str, str] = {}
+    file_locals: dict[str, str] = {}  # pip pins with a +cuXYZ/+cpu local version, as written
     kept: list[str] = []
-    torch_wanted: set[str] = set()
-    for dep in parsed.conda:
-        spec = parse_conda_spec(dep, f"{source}: dependencies")
-        if spec.name in CUDA_SPECIFIC:
-            changes.append(f"removed {dep} (CUDA-specific: replaced by this machine's selection)")
+    builds_dropped: list[str] = []
+    platform_dropped: list[str] = []
+    sel_channels = set(sel.channels) if sel else set()
+    for raw, spec in zip(parsed.conda, parsed.specs):
+        if PLATFORM_ONLY.match(spec.name):
+            platform_dropped.append(spec.name)
             continue
-        if spec.name in TORCH_CONDA:
-            torch_wanted.add(spec.name)
-            changes.append(f"replaced {dep} (torch family: from the selection)")
-            continue
-        if spec.name == "python":
-            if dep != f"python={sel.python}":
-                changes.append(f"replaced {dep} with python={sel.python}")
-            continue
-        if spec.channel in CUDA_CHANNELS:
-            changes.append(f"dropped the {spec.channel}:: prefix of {dep}")
-            spec = type(spec)(spec.name, spec.version, spec.build, "")
-        if _CUDA_LIB_RE.match(spec.name):
-            if spec.build:
-                changes.append(f"removed {dep} (CUDA runtime library of the old machine; the selection brings its own)")
+        if torch_mode and sel is not None:
+            if spec.name in TORCH_CONDA or spec.name in TORCH_ALIASES:
+                key = "pytorch" if spec.name in TORCH_ALIASES else spec.name
+                wanted.add(key)
+                version = spec.exact_version or _version_text(spec)
+                if version:
+                    file_versions[key] = version
+                if spec.name in TORCH_ALIASES:
+                    changes.append(f"replaced {raw} with pytorch (the selection picks the CUDA build)")
                 continue
-            if spec.version:
-                changes.append(f"unpinned {dep} -> {spec.name} (its CUDA version follows the selection)")
-                spec = type(spec)(spec.name, "", "", spec.channel)
-        if spec.build:
-            changes.append(f"dropped the build string of {dep}")
-        text = spec.render(with_build=False)
+            if spec.name in CUDA_SPECIFIC:
+                _cuda_pin_change(raw, spec, sel, changes)
+                continue
+            if spec.name in TORCH_TRANSITIVE:
+                changes.append(f"removed {raw} (comes with the pytorch channel's own pytorch builds)")
+                continue
+            if spec.name == "python":
+                old = spec.exact_version or raw
+                if not old.startswith(sel.python):
+                    changes.append(f"python {old} -> {sel.python} ({_python_why(sel)})")
+                continue
+            if spec.channel and spec.channel.split("/")[0] in CUDA_CHANNELS and \
+                    spec.channel.split("/")[0] not in sel_channels:
+                changes.append(f"dropped the {spec.channel}:: prefix of {raw} (the selection does not use "
+                               f"that channel)")
+                spec = replace(spec, channel="")
+            if _CUDA_LIB_RE.match(spec.name) and spec.build:
+                # from `conda env export`: a transitive part of the old CUDA stack; the selection brings its own
+                changes.append(f"removed {raw} (CUDA runtime library of the old machine; the selection brings "
+                               "its own)")
+                continue
+            if _CUDA_LIB_RE.match(spec.name) and spec.version:
+                changes.append(f"unpinned {raw} -> {spec.name} (its CUDA version follows the selection)")
+                spec = replace(spec, version="")
+        elif spec.name == "cudatoolkit" and spec.exact_version:
+            _driver_note(spec, machine, changes)
+        if spec.build and not _is_cuda_selector(spec):
+            builds_dropped.append(spec.name)
+            spec = replace(spec, build="")
+        text = spec.render()
         if text not in kept:
             kept.append(text)
+    if builds_dropped:
+        changes.append(f"dropped the build strings of {len(builds_dropped)} package(s) (they name the old "
+                       f"machine's builds): {', '.join(builds_dropped[:6])}{' ...' if len(builds_dropped) > 6 else ''}")
+    if platform_dropped:
+        changes.append(f"left out {', '.join(platform_dropped)} (Windows/macOS-only packages: no linux-64 build)")
     pip_kept: list[str] = []
-    for line in parsed.pip:
-        stripped = line.strip()
-        if stripped.startswith("-") and _PYTORCH_INDEX_RE.search(stripped):
-            changes.append(f"removed pip line {stripped} (PyTorch index of the old machine)")
+    resolved = False
+    for line in parsed.pip_lines:
+        text = line.text
+        if line.option in ("--index-url", "--extra-index-url", "-f") and _PYTORCH_URL_RE.search(line.arg):
+            if sel is not None:
+                if text not in _index_lines(sel):
+                    changes.append(f"removed pip line {text} (PyTorch index of the old machine; the selection "
+                                   "adds its own)")
+                continue
+        if line.option == "--index-url" and mirror is not None:
+            changes.append(f"replaced pip line {text} with the mirror's index")
             continue
-        if stripped.startswith(("--index-url", "-i ")) and mirror is not None:
-            changes.append(f"replaced pip line {stripped} with the mirror's index")
+        if torch_mode and sel is not None and not line.option and line.name.lower() in TORCH_PIP:
+            key = "pytorch" if line.name.lower() == "torch" else line.name.lower()
+            wanted.add(key)
+            version = _pip_version_text(line)
+            if version:
+                file_versions.setdefault(key, version)
+            local = re.search(r"==\s*([0-9][^\s;]*\+[A-Za-z0-9.]+)", line.arg)
+            if local:
+                file_locals[key] = local.group(1)
             continue
-        name_match = re.match(r"^([A-Za-z0-9_.\-]+)", stripped)
-        pkg = name_match.group(1).lower() if name_match and not stripped.startswith("-") else ""
-        if pkg in TORCH_PIP:
-            torch_wanted.add("pytorch" if pkg == "torch" else pkg)
-            changes.append(f"replaced pip {stripped} (torch family: from the selection)")
-            continue
-        if _CU_LOCAL_RE.search(stripped):
-            changes.append(f"kept {stripped}: its +cu/+cpu local version may need the old index")
-        pip_kept.append(check_pip_line(stripped, f"{source}: pip"))
-    # channels: drop those that only served CUDA torch, map mirror URLs back, then the selection's
-    channels: list[str] = []
-    for ch in sel.channels:
-        if ch not in channels:
-            channels.append(ch)
-    for ch in parsed.channels:
-        canon = canonical_channel(ch)
-        if canon in CUDA_CHANNELS and canon not in sel.channels:
-            changes.append(f"removed channel {ch} (it only served the CUDA torch stack)")
-            continue
-        if canon != ch:
-            changes.append(f"channel {ch} -> {canon}")
-        if canon == "nodefaults":
-            changes.append("removed channel nodefaults (conda 26.7 fetches it as a channel and fails)")
-            continue
-        if canon not in channels:
-            channels.append(check_channel(canon, f"{source}: channels"))
-    if mirror is not None:
-        channels = list(apply_channels(tuple(channels), mirror))
-        changes.append(f"channels written as {mirror.name} mirror URLs")
-    from envkit.render.build import torch_lines
-    from envkit.render.specs import EnvSpec
-
-    extras = tuple(sorted(x for x in torch_wanted if x in ("torchvision", "torchaudio")))
-    shim = EnvSpec("adapted", Path(source), "", None, extras, (), (), (), None, None)
-    torch_conda, torch_pip, notes = torch_lines(shim, sel)
-    deps = [f"python={sel.python}", *torch_conda, *[k for k in kept if k not in torch_conda]]
+        if line.local_path:
+            new_arg = _resolve(line.arg, parsed.folder)
+            if new_arg != line.arg:
+                text = text.replace(line.arg, new_arg, 1)
+                resolved = True
+        if torch_mode and sel is not None and not _PYTORCH_URL_RE.search(text) and _CU_TAG_RE.search(text):
+            new = _rewrite_cu(text, sel)
+            if new != text:
+                changes.append(f"pip line {text} -> {new} (CUDA-tagged wheels follow the selection's "
+                               f"{cu_tag(sel)})")
+                text = new
+        if text not in pip_kept:
+            pip_kept.append(text)
+    if resolved:
+        changes.append(f"relative pip paths made absolute against {parsed.folder} (the file's folder: conda "
+                       "runs pip from there)")
+    if sel is not None:
+        changes += _nested_torch_pins(parsed, sel)
+        for pkg, version in _nested_pins(parsed.pip_lines, parsed.folder).items():
+            key = "pytorch" if pkg == "torch" else pkg
+            wanted.add(key)  # the -r file's torchvision must be this machine's build too
+            file_versions.setdefault(key, version)
+    channels, channel_changes = _channels(parsed, sel, mirror, source)
+    changes += channel_changes
+    torch_conda: list[str] = []
+    torch_pip: list[str] = []
+    deps: list[str] = []
+    if sel is not None:
+        sel = kept_pairs(sel, file_versions)
+        torch_conda, torch_pip, notes = torch_lines(sel, wanted | {"pytorch"})
+        changes += _version_changes(file_versions, sel)
+        for key, old_local in file_locals.items():
+            pkg = "torch" if key == "pytorch" else key
+            new_line = next((p for p in torch_pip if p.startswith(f"{pkg}==")), None)
+            if new_line and new_line.split("==", 1)[1] != old_local:
+                changes.append(f"{pkg} {old_local} -> {new_line.split('==', 1)[1]} (this machine's build)")
+        changes += notes
+        deps = [f"python={sel.python}", *torch_conda]
+        if not any(spec.name == "python" for spec in parsed.specs):
+            changes.append(f"added python={sel.python} ({_python_why(sel)})")
+    deps += [k for k in kept if k not in deps]
     pip: list[str] = []
     if (torch_pip or pip_kept) and mirror is not None and mirror.pypi:
         pip.append(f"--index-url {mirror.pypi}")
-    if torch_pip and sel.pip_index_url:
-        pip.append(f"--extra-index-url {sel.pip_index_url}")
+    if sel is not None:
+        pip += [line for line in _index_lines(sel) if line not in pip]
     pip += torch_pip + [p for p in pip_kept if p not in pip]
-    if pip and not any(d == "pip" or d.startswith(("pip=", "pip>", "pip<")) for d in deps):
+    if pip and not any(parse_conda_spec(d).name == "pip" for d in deps):
         deps.append("pip")
-    added = ", ".join(torch_conda + torch_pip)
-    changes.append(f"added this machine's selection: {added}")
-    changes += notes
-    env_name = name or parsed.name or Path(source).stem
-    if "/" in str(env_name):
-        changes.append(f"name {env_name} was a path (conda env export -p); using {Path(env_name).name}")
-        env_name = Path(env_name).name
-    header = [
-        f"Adapted by envkit from {Path(source).name} for: {machine.describe()}",
-        f"selection: torch {sel.torch}, " + (f"CUDA {sel.cuda} ({sel.variant})" if sel.cuda else "CPU only")
-        + f", python {sel.python}, flavor {sel.flavor}",
-        "changes:",
-        *[f"  - {c}" for c in changes],
-    ]
+    if sel is not None:
+        added = ", ".join(torch_conda + torch_pip)
+        changes.append(f"this machine's torch stack: {added}")
+    header = [f"Adapted by envkit from {Path(source).name} for: {machine.describe()}"]
+    if sel is not None:
+        header.append(f"selection: torch {sel.torch}, " + (f"CUDA {sel.cuda} ({sel.variant})" if sel.cuda
+                                                           else "CPU only") + f", python {sel.python}, "
+                      f"flavor {sel.flavor}")
+    else:
+        header.append("no torch in the file: no CUDA/torch changes (packages passed through, normalised)")
+    if resolved:
+        header.append(f"relative pip paths were resolved against {parsed.folder} (conda runs pip there)")
+    header += ["changes:", *[f"  - {c}" for c in changes]]
     return EnvFile(env_name, tuple(channels), tuple(deps), tuple(pip), parsed.variables, tuple(header)), changes
+
+
+_NESTED_PIN_RE = re.compile(r"^\s*(torch|torchvision|torchaudio)\s*(==|===)\s*([0-9][^\s;#+]*)")
+
+
+def _nested_files(lines: tuple[PipLine, ...], folder: Path) -> list[tuple[PipLine, Path, str]]:
+    """(line, path, text) of the -r/-c files a pip section names, one level deep, when readable."""
+    out = []
+    for line in lines:
+        if line.option not in ("-r", "-c"):
+            continue
+        path = Path(_resolve(line.arg, folder).removeprefix("file:"))
+        try:
+            with path.open(encoding="utf-8", errors="replace") as handle:
+                out.append((line, path, handle.read(200_000)))
+        except OSError:
+            continue
+    return out
+
+
+def _nested_pins(lines: tuple[PipLine, ...], folder: Path) -> dict[str, str]:
+    """torch-family == pins inside -r files (what pip will install from them)."""
+    pins: dict[str, str] = {}
+    for line, _path, text in _nested_files(lines, folder):
+        if line.option == "-r":
+            for raw in text.splitlines():
+                match = _NESTED_PIN_RE.match(raw)
+                if match:
+                    pins.setdefault(match.group(1), match.group(3))
+    return pins
+
+
+def _nested_torch_pins(parsed: Parsed, sel: Selection) -> list[str]:
+    """A -r/-c file pinning another torch would fight the selection inside pip: say so before pip does."""
+    notes = []
+    for line, path, text in _nested_files(parsed.pip_lines, parsed.folder):
+        for raw in text.splitlines():
+            match = _NESTED_PIN_RE.match(raw)
+            if not match:
+                continue
+            want = _pairs(sel).get(match.group(1))
+            if want is not None and match.group(3) != want:
+                notes.append(f"note: {path.name} (pip {line.option}) pins {match.group(0).strip()}, but this "
+                             f"machine gets {match.group(1)} {want}: pip will refuse the pair; edit that line")
+            elif want is not None:
+                notes.append(f"{path.name} (pip {line.option}) pins {match.group(0).strip()}: pip takes "
+                             f"this machine's {match.group(1)}=={want} build for it")
+    return notes
+
+
+def _is_cuda_selector(spec: CondaSpec) -> bool:
+    return bool(_CUDA_SELECTOR_RE.match(spec.build))
+
+
+def _python_why(sel: Selection) -> str:
+    return next((r for r in sel.reasons if r.startswith("python")), f"python {sel.python} for torch {sel.torch}")
+
+
+def _cuda_pin_change(raw: str, spec: CondaSpec, sel: Selection, changes: list[str]) -> None:
+    """A file's cudatoolkit/pytorch-cuda/cuda-version pin against the selection's own."""
+    ours = next((s for s in sel.specs if parse_conda_spec(s).name == spec.name), None)
+    old = spec.exact_version or spec.version.strip() or "(any)"
+    if ours is not None:
+        new = parse_conda_spec(ours).exact_version or ours
+        if new != old:
+            changes.append(f"{spec.name} {old} -> {new} (the CUDA line of torch {sel.torch} for this machine)")
+        return
+    instead = ", ".join(s for s in sel.specs if not s.startswith(("python=", "pytorch"))) or "no CUDA pin"
+    changes.append(f"removed {raw} (CUDA-specific; the selection uses {instead})")
+
+
+def _driver_note(spec: CondaSpec, machine: Machine, changes: list[str]) -> None:
+    """A torch-free file keeps its cudatoolkit; say when this driver is too old for it."""
+    from packaging.version import InvalidVersion, Version
+
+    drv = machine.driver
+    if drv is None or not drv.cuda or not spec.exact_version:
+        return
+    try:
+        want, have = Version(spec.exact_version), Version(drv.cuda)
+    except InvalidVersion:
+        return
+    if want.major > have.major:
+        changes.append(f"note: cudatoolkit {spec.exact_version} needs a driver for CUDA {want.major}.x; "
+                       f"driver {drv.version} supports CUDA {drv.cuda}")
+
+
+def _version_changes(file_versions: dict[str, str], sel: Selection) -> list[str]:
+    out = []
+    pairs = _pairs(sel)
+    for key in ("pytorch", "torchvision", "torchaudio"):
+        old = file_versions.get(key)
+        new = pairs[key]
+        if old is None or new is None or _same(old, new):
+            continue
+        label = "torch" if key == "pytorch" else key
+        why = "--torch on the command line" if key == "pytorch" else f"pairs with torch {sel.torch}"
+        out.append(f"{label} {old} -> {new} ({why})")
+    return out
+
+
+def _same(old: str, new: str) -> bool:
+    """'1.12' admits 1.12.1; an exact pin must match exactly; a range must contain the new version."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    if re.fullmatch(r"[0-9]+(\.[0-9]+)*", old):
+        return new == old or (old.count(".") < 2 and new.startswith(old + "."))
+    try:
+        return Version(new) in SpecifierSet(old)
+    except (InvalidSpecifier, InvalidVersion):
+        return False
+
+
+def _channels(parsed: Parsed, sel: Selection | None, mirror: Mirror | None, source: str
+              ) -> tuple[list[str], list[str]]:
+    changes: list[str] = []
+    channels: list[str] = list(sel.channels) if sel is not None else []
+    for ch in parsed.channels:
+        if ch.strip() == "nodefaults":
+            changes.append("dropped channel nodefaults (conda 26.7 fetches it as a channel and fails; envkit "
+                           "writes an explicit channel list, so defaults never creeps in)")
+            continue
+        canon = canonical_channel(ch)
+        if canon != ch:
+            changes.append(f"channel {ch} -> {canon}")
+        base = canon.split("/")[0]
+        if sel is not None and base in CUDA_CHANNELS and canon not in sel.channels:
+            changes.append(f"removed channel {ch} (it only served the CUDA torch stack)")
+            continue
+        if canon not in channels:
+            channels.append(check_channel(canon, f"{source}: channels"))
+    if not channels:
+        channels = ["conda-forge"]
+        changes.append("the file lists no channels (conda 26 has no implicit defaults): wrote conda-forge")
+    if mirror is not None:
+        channels = list(apply_channels(tuple(channels), mirror))
+        changes.append(f"channels written as {mirror.name} mirror URLs")
+    return channels, changes

@@ -60,8 +60,8 @@ def build_envfile(spec: EnvSpec, sel: Selection, machine: Machine, *, name: str,
         channels = apply_channels(channels, mirror)
         if needs_pip and mirror.pypi:
             pip.append(f"--index-url {mirror.pypi}")
-    if torch_pip and sel.pip_index_url:
-        pip.append(f"--extra-index-url {sel.pip_index_url}")
+    if torch_pip and sel.pip_index_url:  # torch <= 1.10 wheels: a find-links page (torch_stable.html)
+        pip.append(f"{'-f' if sel.pip_index_url.endswith('.html') else '--extra-index-url'} {sel.pip_index_url}")
     pip += torch_pip + list(spec.pip)
     header = [
         f"Rendered by envkit {__version__} from spec '{spec.name}'. Re-render on each machine;",

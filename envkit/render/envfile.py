@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from envkit.errors import RenderError
-from envkit.resources import yaml_str  # noqa: F401  (re-exported: it lived here before)
+from envkit.resources import yaml_scalar, yaml_str  # noqa: F401  (re-exported: they lived here before)
 
 TEMPLATE = "environment.yml.j2"
 # Conda and pip package names: letters, digits, '.', '_', '-' (conda's and PEP 508's common ground).
@@ -21,111 +21,261 @@ NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 # Version constraints: what MatchSpec and PEP 440 use, and nothing YAML or jinja could act on.
 VERSION_RE = re.compile(r"^[A-Za-z0-9_.*!+<>=,|~\- ]*$")
 BUILD_RE = re.compile(r"^[A-Za-z0-9_.*+\-]*$")
-CHANNEL_RE = re.compile(r"^([A-Za-z0-9_.\-]+|(https?|file)://[A-Za-z0-9_.~\-/%@:+\[\]]+)$")
+# Channels as conda takes them: a name, owner/label/name (anaconda.org labels), conda-forge/linux-64,
+# an http(s):// or file:// URL, or an absolute local path (conda docs, "Managing channels").
+CHANNEL_RE = re.compile(r"^([A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-]+)*|(https?|file)://[A-Za-z0-9_.~\-/%@:+\[\]]+"
+                        r"|/[A-Za-z0-9_.~\-/%@+]+)$")
 VAR_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_CONDA_SPEC_RE = re.compile(
-    r"^(?:(?P<channel>[A-Za-z0-9_.\-/]+)::)?(?P<name>[^\s=<>!~]+)"
-    r"(?:\s*(?P<rest>[=<>!~ ].*))?$")
-_FORBIDDEN = ("\n", "\r", "\t", "{{", "}}", "{%", "%}", "#", "'", '"', "`", "\\", "$")
+_NAME_HEAD_RE = re.compile(r"^(?P<name>[A-Za-z0-9_][A-Za-z0-9_.\-]*)(?P<rest>.*)$")
+# What no package spec needs and a YAML file or a jinja template could act on: line breaks (a second
+# YAML key), template markers (envkit's own template and conda-build style recipes), shell markers.
+_FORBIDDEN = ("\n", "\r", "\t", "\x00", "{{", "}}", "{%", "%}", "#", "'", '"', "`", "\\", "$")
+_TEMPLATE_MARKERS = ("{{", "}}", "{%", "%}", "{#", "#}")
+# MatchSpec bracket keys (conda/models/match_spec.py); version/build/channel/subdir are carried as fields.
+_BRACKET_KEYS = ("version", "build", "build_number", "channel", "subdir", "md5", "sha256", "license", "fn", "url")
 
 
 @dataclass(frozen=True)
 class CondaSpec:
-    """A conda dependency: [channel::]name[ version[ build]], in `name=ver=build` or MatchSpec form."""
+    """A conda MatchSpec: [channel[/subdir]::]name[ version[ build]][[key=value,...]]."""
 
     name: str
-    version: str = ""  # '=1.2', '>=1.2,<2', '1.2.*' (as written, operator included)
+    version: str = ""  # '=1.2', '==1.2', '>=1.2,<2', ' 1.2.*' (operator as written; a leading space = bare)
     build: str = ""
     channel: str = ""
+    extra: tuple[tuple[str, str], ...] = ()  # bracket keys other than version/build/channel
 
     def render(self, *, with_build: bool = True) -> str:
         text = (f"{self.channel}::" if self.channel else "") + self.name
         version = self.version
         if self.build and with_build:
-            bare = version[1:] if version.startswith("=") and not version.startswith("==") else version
-            return f"{text}={bare or '*'}={self.build}"
-        return text + version
+            if version.startswith("=") and not version.startswith("=="):
+                text += f"{version}={self.build}"
+            elif not version:
+                text += f"=*={self.build}"
+            else:
+                text += f" {version.strip()} {self.build}"
+        else:
+            text += version
+        if self.extra:
+            text += "[" + ",".join(f"{k}={_bracket_value(v)}" for k, v in self.extra) + "]"
+        return text
 
     @property
     def exact_version(self) -> str | None:
-        v = self.version.lstrip("=")
+        v = self.version.strip().lstrip("=")
         return v if v and re.fullmatch(r"[0-9][A-Za-z0-9_.+]*", v) else None
 
 
-def _reject(value: str, what: str, where: str) -> None:
-    bad = next((tok for tok in _FORBIDDEN if tok in value), None)
+def _bracket_value(value: str) -> str:
+    return value if re.fullmatch(r"[A-Za-z0-9_.*+\-]+", value) else f"'{value}'"
+
+
+def _reject(value: str, what: str, where: str, forbidden: tuple[str, ...] = _FORBIDDEN) -> None:
+    bad = next((tok for tok in forbidden if tok in value), None)
+    if bad is None and any(not ch.isprintable() for ch in value):
+        bad = "a control character"
     if bad is not None or ": " in value or value.endswith(":"):
         shown = bad if bad is not None else ":"
         raise RenderError(f"{where}: {what} {value!r} contains {shown!r}, which is not allowed in a package spec",
                           "use a plain name with an optional version, e.g. numpy=1.26 or transformers>=4.40")
 
 
+def _split_brackets(value: str, where: str) -> tuple[str, dict[str, str]]:
+    """'numpy[version=\'>=1\',build=py*]' -> ('numpy', {...}); quotes are allowed only in here."""
+    if not value.endswith("]") or "[" not in value:
+        return value, {}
+    head, _, body = value[:-1].partition("[")
+    fields: dict[str, str] = {}
+    for match in re.finditer(r"\s*([a-z_0-9]+)\s*=\s*('[^']*'|\"[^\"]*\"|[^,]*)\s*(,|$)", body):
+        key, raw = match.group(1), match.group(2).strip()
+        if key not in _BRACKET_KEYS:
+            raise RenderError(f"{where}: unknown MatchSpec key {key!r} in {value!r}",
+                              f"conda accepts {', '.join(_BRACKET_KEYS)}")
+        fields[key] = raw[1:-1] if raw[:1] in "'\"" and raw[-1:] == raw[:1] and len(raw) >= 2 else raw
+    rebuilt = ",".join(f"{k}={v}" for k, v in fields.items())
+    if not fields or len(re.sub(r"['\"\s]", "", body)) != len(re.sub(r"['\"\s]", "", rebuilt)):
+        raise RenderError(f"{where}: cannot read the [...] part of {value!r}",
+                          "write it as name[version='>=1.2',build='*cuda*']")
+    for key, val in fields.items():
+        _reject(val.replace(" ", ""), f"MatchSpec {key}", where)
+    return head.strip(), fields
+
+
 def parse_conda_spec(text: Any, where: str = "dependency") -> CondaSpec:
-    """Parse and validate one conda dependency; anything YAML or jinja could act on is rejected."""
+    """Parse and validate one conda MatchSpec (every form conda's environment.yml takes); anything
+    YAML or jinja could act on is rejected."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        text = str(text)
     if not isinstance(text, str) or not text.strip():
         raise RenderError(f"{where}: {text!r} is not a package spec", "write a string such as numpy=1.26")
     value = text.strip()
-    _reject(value, "conda spec", where)
-    match = _CONDA_SPEC_RE.match(value)
-    if not match or not NAME_RE.match(match.group("name")):
-        raise RenderError(f"{where}: cannot read {value!r} as a conda package spec",
+    _reject(re.sub(r"\[.*\]$", "", value), "conda spec", where, (*_FORBIDDEN, "[", "]"))
+    value, fields = _split_brackets(value, where)
+    channel = ""
+    if "::" in value:
+        channel, _, value = value.rpartition("::")
+        channel = channel.strip()
+        if not CHANNEL_RE.match(channel):
+            raise RenderError(f"{where}: {channel!r} is not a channel (in {text.strip()!r})",
+                              "use channel::name, e.g. conda-forge::numpy or nvidia/label/cuda-11.8.0::cuda")
+    head = _NAME_HEAD_RE.match(value.strip())
+    if not head:
+        raise RenderError(f"{where}: cannot read {text.strip()!r} as a conda package spec",
                           "use name, name=version, name=version=build or name>=version")
-    rest = (match.group("rest") or "").strip()
+    name = head.group("name")
+    rest = head.group("rest").strip()
+    # conda tolerates blanks around operators and separators: 'numpy >= 1.2, <2'
+    rest = re.sub(r"\s*([,|])\s*", r"\1", rest)
+    rest = re.sub(r"([<>=!~]=?)\s+(?=[0-9A-Za-z*])", r"\1", rest)
     version, build = "", ""
     if rest.startswith("=") and not rest.startswith("=="):
         parts = rest[1:].split("=")
         if len(parts) > 2:
-            raise RenderError(f"{where}: too many '=' in {value!r}", "use name=version or name=version=build")
+            raise RenderError(f"{where}: too many '=' in {text.strip()!r}", "use name=version or name=version=build")
         version = "=" + parts[0] if parts[0] else ""
-        build = parts[1] if len(parts) == 2 else ""
-    elif " " in rest and not re.search(r"[<>=!~,]\s", rest):
+        build = parts[1].strip() if len(parts) == 2 else ""
+    elif " " in rest:
         ver, _, build = rest.partition(" ")
-        version = " " + ver.strip() if ver.strip() else ""
+        version = ver if ver[:1] in "=<>!~" else " " + ver
         build = build.strip()
-    else:
-        version = rest if not rest or rest[0] in "=<>!~" else " " + rest
-    if not VERSION_RE.match(version) or not BUILD_RE.match(build):
-        raise RenderError(f"{where}: invalid version or build in {value!r}", "use e.g. numpy>=1.26,<2")
-    if version.startswith(" "):
-        version = "=" + version.strip() if re.fullmatch(r"[0-9][\w.*+]*", version.strip()) else version
-    channel = match.group("channel") or ""
-    return CondaSpec(match.group("name"), version, build, channel)
+    elif rest:
+        version = rest if rest[0] in "=<>!~" else " " + rest
+    if " " in build or not VERSION_RE.match(version) or not BUILD_RE.match(build):
+        raise RenderError(f"{where}: invalid version or build in {text.strip()!r}", "use e.g. numpy>=1.26,<2")
+    if "version" in fields:
+        v = fields.pop("version").replace(" ", "")
+        if not VERSION_RE.match(v):
+            raise RenderError(f"{where}: invalid version in {text.strip()!r}", "use e.g. version='>=1.26,<2'")
+        version = v if v[:1] in "=<>!~" else " " + v
+    if "build" in fields:
+        build = fields.pop("build")
+        if not BUILD_RE.match(build):
+            raise RenderError(f"{where}: invalid build in {text.strip()!r}", "use e.g. build='*cuda*'")
+    if "channel" in fields:
+        channel = fields.pop("channel")
+        if not CHANNEL_RE.match(channel):
+            raise RenderError(f"{where}: {channel!r} is not a channel (in {text.strip()!r})", "use a channel name")
+    if "subdir" in fields and channel:
+        channel = f"{channel}/{fields.pop('subdir')}"
+    if version == " *":
+        version = ""
+    return CondaSpec(name, version, build, channel, tuple(sorted(fields.items())))
 
 
-def check_pip_line(text: Any, where: str = "pip") -> str:
-    """Validate a pip requirement or an index option line (--index-url URL, --extra-index-url URL)."""
+# pip options a requirements file may hold (pip's "Requirements File Format"): option -> takes a value
+PIP_OPTIONS = {
+    "-i": True, "--index-url": True, "--extra-index-url": True, "--no-index": False, "-f": True,
+    "--find-links": True, "--trusted-host": True, "--pre": False, "--prefer-binary": False,
+    "--only-binary": True, "--no-binary": True, "--require-hashes": False, "--use-feature": True,
+    "-c": True, "--constraint": True, "-r": True, "--requirement": True, "-e": True, "--editable": True,
+    "--config-settings": True, "-C": True, "--global-option": True,
+}
+# per-requirement options allowed after a requirement on the same line
+_PER_REQ = ("--hash", "--config-settings", "-C", "--global-option")
+_URLISH_RE = re.compile(r"^(git\+|hg\+|svn\+|bzr\+|https?://|file:|\.{1,2}/|/|~/|[A-Za-z]:[\\/])")
+_ARG_RE = re.compile(r"^[A-Za-z0-9_.~\-/%:+@#=&?,\[\]!${}*]+$")
+_ENV_VAR_RE = re.compile(r"\$\{[A-Z0-9_]+\}")
+
+
+@dataclass(frozen=True)
+class PipLine:
+    """One line of a pip requirements file, split into what envkit needs to know."""
+
+    text: str  # normalised line
+    option: str = ""  # '-e', '-r', '--index-url', ... ('' for a requirement)
+    arg: str = ""  # the option's value, or the requirement
+    name: str = ""  # the distribution name, when known ('' for a bare URL or path)
+    local_path: bool = False  # a path on this machine (relative ones resolve against the env file's folder)
+
+
+def _check_arg(arg: str, what: str, where: str) -> None:
+    bare = _ENV_VAR_RE.sub("X", arg)  # pip expands ${VAR} in requirements files
+    if not arg or not _ARG_RE.match(arg) or "$" in bare or "{" in bare or any(m in arg for m in _TEMPLATE_MARKERS):
+        raise RenderError(f"{where}: {what} {arg!r} is not allowed: a pip argument is one word of URL or path "
+                          "characters (no quotes, blanks, template markers or $ other than ${VAR})",
+                          "use a plain URL or path, e.g. git+https://host/repo@v1#egg=pkg or ./pkg")
+
+
+def _requirement_name(req: str) -> str:
+    egg = re.search(r"[#&]egg=([A-Za-z0-9_.\-]+)", req)
+    if egg:
+        return egg.group(1)
+    wheel = re.search(r"/([A-Za-z0-9_.]+)-[0-9][^/-]*(-[^/]*)?\.(whl|tar\.gz|zip)$", req)
+    return wheel.group(1) if wheel else ""
+
+
+def parse_pip_line(text: Any, where: str = "pip") -> PipLine:
+    """Read one line of a pip section the way pip reads a requirements file; reject what pip would,
+    and what could break the YAML or a template (line breaks, template markers, stray quotes)."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        text = str(text)
     if not isinstance(text, str) or not text.strip():
         raise RenderError(f"{where}: {text!r} is not a pip requirement", "write a string such as transformers>=4.40")
     value = text.strip()
+    if any(tok in value for tok in ("\n", "\r", "\x00")) or any(not ch.isprintable() for ch in value):
+        raise RenderError(f"{where}: pip line {value!r} contains a line break or control character, which is "
+                          "not allowed (one requirement per line)", "split it into separate list items")
+    bad = next((m for m in _TEMPLATE_MARKERS if m in value), None)
+    if bad:
+        raise RenderError(f"{where}: pip line {value!r} contains {bad!r}, which is not allowed (a template "
+                          "marker)", "write the requirement literally")
+    value = re.sub(r"\s+#.*$", "", value)  # pip drops ' # comment'
     if value.startswith("-"):
-        opt, _, arg = value.partition(" ")
-        opt, eq, arg2 = opt.partition("=")
-        arg = arg2 if eq else arg.strip()
-        if opt not in ("--index-url", "-i", "--extra-index-url", "--trusted-host", "-f", "--find-links"):
-            raise RenderError(f"{where}: unsupported pip option line {value!r}",
-                              "only --index-url, --extra-index-url, --find-links and --trusted-host are kept")
-        if not re.fullmatch(r"[A-Za-z0-9_.~\-/%:+@]+", arg):
-            raise RenderError(f"{where}: invalid URL in {value!r}", "use a plain http(s) URL")
-        return f"{opt} {arg}"
-    if value.startswith(("git+", "http://", "https://")):
-        if not re.fullmatch(r"[A-Za-z0-9_.~\-/%:+@#=&]+", value) or "{{" in value:
-            raise RenderError(f"{where}: invalid URL requirement {value!r}", "use git+https://host/repo@commit")
-        return value
-    _reject(value, "pip requirement", where)
+        match = re.match(r"^(-[A-Za-z]|--[a-z-]+)(?:\s*=\s*|\s+)?(.*)$", value)
+        opt, arg = (match.group(1), match.group(2)) if match else (value, "")
+        if opt not in PIP_OPTIONS:
+            raise RenderError(f"{where}: unsupported pip option line {value!r} (pip's requirements files do not "
+                              "take it)", "see pip's 'Requirements File Format' for the options a file may hold")
+        if not PIP_OPTIONS[opt]:
+            if arg.strip():
+                raise RenderError(f"{where}: {opt} takes no value in {value!r}", f"write {opt} alone")
+            return PipLine(opt, opt)
+        arg = arg.strip()
+        canon = {"-i": "--index-url", "--editable": "-e", "--requirement": "-r", "--constraint": "-c",
+                 "--find-links": "-f", "-C": "--config-settings"}.get(opt, opt)
+        _check_arg(arg, f"{opt} value", where)
+        local = canon in ("-r", "-c") or (canon in ("-e", "-f") and not re.match(r"^[a-z+]+://", arg)
+                                          and not arg.startswith(("git+", "hg+", "svn+", "bzr+")))
+        name = _requirement_name(arg) if canon == "-e" else ""
+        return PipLine(f"{canon} {arg}", canon, arg, name, local)
+    # a requirement, maybe followed by per-requirement options (--hash=sha256:...)
+    req, options = value, ""
+    split = re.search(r"\s(--[a-z-]+|-C)(=|\s)", value)
+    if split:
+        req, options = value[: split.start()].strip(), value[split.start():].strip()
+        for opt in re.findall(r"(?:^|\s)(--?[A-Za-z-]+)", options):
+            if opt not in _PER_REQ:
+                raise RenderError(f"{where}: {opt} is not a per-requirement option ({value!r})",
+                                  "per-requirement options are --hash, --config-settings and --global-option")
+        for arg in re.split(r"\s+|=", options):
+            if arg and not arg.startswith("-"):
+                _check_arg(arg, "option value", where)
+    if _URLISH_RE.match(req):
+        _check_arg(req, "requirement URL or path", where)
+        local = not re.match(r"^[a-z+]+://", req) and not req.startswith(("git+", "hg+", "svn+", "bzr+"))
+        return PipLine(value, "", req, _requirement_name(req), local and not req.startswith("file:"))
     from packaging.requirements import InvalidRequirement, Requirement
 
     try:
-        Requirement(value)
+        parsed = Requirement(req)
     except InvalidRequirement as exc:
-        raise RenderError(f"{where}: {value!r} is not a valid pip requirement ({exc})",
-                          "use e.g. transformers>=4.40 or datasets==2.19.0") from exc
-    return value
+        raise RenderError(f"{where}: pip line {value!r} is not allowed: it is not a valid requirement ({str(exc).splitlines()[0]})",
+                          "use e.g. transformers>=4.40, datasets==2.19.0 or pkg; python_version < \"3.11\"") from exc
+    if parsed.url:
+        _check_arg(parsed.url, "requirement URL", where)
+    return PipLine(value, "", req, parsed.name)
+
+
+def check_pip_line(text: Any, where: str = "pip") -> str:
+    """Validate one pip requirements-file line; the normalised line."""
+    return parse_pip_line(text, where).text
 
 
 def check_channel(text: Any, where: str = "channels") -> str:
-    if not isinstance(text, str) or not CHANNEL_RE.match(text.strip()):
+    if not isinstance(text, str) or not CHANNEL_RE.match(text.strip()) or ".." in text.split("://")[-1]:
         raise RenderError(f"{where}: {text!r} is not a channel name or URL",
-                          "use a name like conda-forge or a full https:// URL")
+                          "use a name like conda-forge, a label like nvidia/label/cuda-11.8.0, or a full URL")
     value = text.strip()
     if value == "nodefaults":
         raise RenderError(f"{where}: 'nodefaults' breaks `conda env create` in conda 26.7 (fetched as a channel)",

@@ -270,7 +270,7 @@ def test_pip_flavor_uses_the_pytorch_index(capsys: pytest.CaptureFixture[str], s
                              "--no-verify")
     assert code == 0, err
     site = isolated / "envs" / "wheels" / "lib" / f"python{PY}" / "site-packages"
-    assert (site / "torch-2.14.1+cu130.dist-info").is_dir()
+    assert (site / "torch-2.14.0+cu130.dist-info").is_dir()
     assert server.hits("/whl/cu130/torch/")
 
 
@@ -280,13 +280,13 @@ def test_a_cpu_wheel_pin_is_replaced_by_the_gpu_selection(capsys: pytest.Capture
     monkeypatch.setenv("ENVKIT_PYTORCH_INDEX", f"{server.url}/whl")
     file = tmp_path / "cpu-wheel.yml"
     file.write_text(f"name: w\nchannels:\n  - conda-forge\ndependencies:\n  - python={PY}\n  - pip\n  - pip:\n"
-                    f"      - --extra-index-url https://download.pytorch.org/whl/cpu\n      - torch==2.14.1+cpu\n")
+                    f"      - --extra-index-url https://download.pytorch.org/whl/cpu\n      - torch==2.14.0+cpu\n")
     code, _out, err = run_cli(capsys, "create", "w", "--file", str(file), *GPU, "--mirror", server.url,
                               "--no-verify", "--python", PY)
     assert code == 0, err
-    assert "replaced pip torch==2.14.1+cpu" in err and "removed pip line --extra-index-url" in err
+    assert "torch 2.14.0+cpu -> 2.14.0+cu130 (this machine's build)" in err and "removed pip line --extra-index-url" in err
     site = isolated / "envs" / "w" / "lib" / f"python{PY}" / "site-packages"
-    assert (site / "torch-2.14.1+cu130.dist-info").is_dir() and not (site / "torch-2.14.1+cpu.dist-info").exists()
+    assert (site / "torch-2.14.0+cu130.dist-info").is_dir() and not (site / "torch-2.14.0+cpu.dist-info").exists()
 
 
 def test_pip_guard_refuses_a_cpu_wheel_for_a_gpu_selection() -> None:
@@ -294,11 +294,11 @@ def test_pip_guard_refuses_a_cpu_wheel_for_a_gpu_selection() -> None:
     from envkit.errors import PlanGuardError
     from envkit.models import Selection
 
-    sel = Selection("pip", "2.14.1", None, None, "13.0", PY, "cu130", (), ("conda-forge",), (), "x", ())
+    sel = Selection("pip", "2.14.0", None, None, "13.0", PY, "cu130", (), ("conda-forge",), (), "x", ())
     with pytest.raises(PlanGuardError, match="CPU wheel"):
-        pip_guard(sel, [("torch", "2.14.1+cpu")])
-    pip_guard(sel, [("torch", "2.14.1+cu130")])  # the right wheel passes
-    pip_guard(None, [("torch", "2.14.1+cpu")])  # no GPU selection: nothing to guard
+        pip_guard(sel, [("torch", "2.14.0+cpu")])
+    pip_guard(sel, [("torch", "2.14.0+cu130")])  # the right wheel passes
+    pip_guard(None, [("torch", "2.14.0+cpu")])  # no GPU selection: nothing to guard
 
 
 def test_stale_staging_is_swept(capsys: pytest.CaptureFixture[str], server: ChannelServer, isolated: Path) -> None:
@@ -386,3 +386,83 @@ def test_sigkill_leaves_only_a_staging_folder_that_the_next_run_sweeps(server: C
                           capture_output=True, text=True, env=dict(os.environ))
     assert done.returncode == 0, done.stderr
     assert leftovers(isolated) == ["killed"]
+
+
+_BACKEND = '''"""In-tree PEP 517/660 backend: builds without downloading anything (the test bed is offline)."""
+import base64, hashlib, os, zipfile
+
+NAME, VERSION, MODULE = {name!r}, "1.0.0", {module!r}
+DIST = NAME.replace("-", "_") + "-" + VERSION
+
+
+def _wheel(directory, files):
+    records = []
+    path = os.path.join(directory, DIST + "-py3-none-any.whl")
+    files[DIST + ".dist-info/METADATA"] = "Metadata-Version: 2.1\\nName: %s\\nVersion: %s\\n" % (NAME, VERSION)
+    files[DIST + ".dist-info/WHEEL"] = "Wheel-Version: 1.0\\nGenerator: test\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n"
+    with zipfile.ZipFile(path, "w") as zf:
+        for arc, text in files.items():
+            data = text.encode()
+            zf.writestr(arc, data)
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            records.append("%s,sha256=%s,%d" % (arc, digest, len(data)))
+        zf.writestr(DIST + ".dist-info/RECORD", "\\n".join(records + [DIST + ".dist-info/RECORD,,"]) + "\\n")
+    return os.path.basename(path)
+
+
+def get_requires_for_build_wheel(config_settings=None):
+    return []
+
+
+get_requires_for_build_editable = get_requires_for_build_wheel
+
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    with open(os.path.join("src", MODULE + ".py")) as handle:
+        return _wheel(wheel_directory, {{MODULE + ".py": handle.read()}})
+
+
+def build_editable(wheel_directory, config_settings=None, metadata_directory=None):
+    return _wheel(wheel_directory, {{"__editable__." + DIST + ".pth": os.path.abspath("src") + "\\n"}})
+'''
+
+
+def _project(root: Path, name: str, module: str) -> Path:
+    (root / "src").mkdir(parents=True)
+    (root / "src" / f"{module}.py").write_text(f"WHERE = {module!r}\n")
+    (root / "backend.py").write_text(_BACKEND.format(name=name, module=module))
+    (root / "pyproject.toml").write_text('[build-system]\nrequires = []\nbuild-backend = "backend"\n'
+                                         'backend-path = ["."]\n')
+    return root
+
+
+def test_create_file_with_editable_local_and_git_installs(capsys: pytest.CaptureFixture[str],
+                                                          server: ChannelServer, isolated: Path,
+                                                          tmp_path: Path) -> None:
+    """`-e .` (the env file's own project) and `-e git+file://...` (a local git repo) go to the env's pip."""
+    import shutil
+
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed (apt: git)")
+    project = _project(tmp_path / "paper-code", "paper-code", "paper_code")
+    repo = _project(tmp_path / "dep-repo", "dep-lib", "dep_lib")
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    for args in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "dep"]):
+        subprocess.run(git + args, check=True, capture_output=True)
+    env_file = project / "environment.yml"
+    env_file.write_text(f"name: paper\nchannels:\n  - conda-forge\ndependencies:\n  - python={PY}\n  - pip\n"
+                        f"  - pip:\n      - -e .\n      - -e git+file://{repo}#egg=dep-lib\n")
+    code, _out, err = run_cli(capsys, "create", "paper", "--file", str(env_file), "--mirror", server.url,
+                              "--no-verify", "--python", PY)
+    assert code == 0, err
+    assert f"relative pip paths made absolute against {project}" in err
+    prefix = isolated / "envs" / "paper"
+    kept = (prefix / ".envkit" / "environment.yml").read_text()
+    assert f"-e {project}" in kept and "pytorch" not in kept  # a torch-free file gets no torch
+    done = subprocess.run([str(prefix / "bin" / "python"), "-c",
+                           "import paper_code, dep_lib; print(paper_code.__file__); print(dep_lib.__file__)"],
+                          capture_output=True, text=True, check=True)
+    local, cloned = done.stdout.split()
+    assert local == str(project / "src" / "paper_code.py")  # editable: the project folder itself
+    assert cloned.startswith(str(prefix / "src")) and ".envkit-staging" not in cloned  # the clone, re-pointed
+    assert leftovers(isolated) == ["paper"]

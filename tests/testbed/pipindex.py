@@ -61,6 +61,7 @@ def build_pip_indexes(root: Path) -> None:
             build_wheel(work, "accelerate", "1.99.0")]
     write_simple_index(root / "pypi" / "simple", pypi)
     for variant in ("cu130", "cu126", "cpu"):
-        wheels = [build_wheel(work / variant, "torch", f"2.14.1+{variant}", "STANDIN = True\n"),
-                  build_wheel(work / variant, "torchvision", f"0.29.1+{variant}", "STANDIN = True\n")]
+        wheels = [build_wheel(work / variant, "torch", f"2.14.0+{variant}", "STANDIN = True\n"),
+                  build_wheel(work / variant, "torchvision", f"0.29.0+{variant}", "STANDIN = True\n"),
+                  build_wheel(work / variant, "torchaudio", f"2.11.0+{variant}", "STANDIN = True\n")]
         write_simple_index(root / "whl" / variant, wheels)

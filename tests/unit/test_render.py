@@ -50,7 +50,7 @@ def test_every_golden_file_parses_with_conda_lock(case: Case, tmp_path: Path) ->
         text = path.read_text()
         variant = "cu130" if case.gpu else "cpu"
         assert f"--extra-index-url https://download.pytorch.org/whl/{variant}" in text
-        assert f"torch==2.14.1+{variant}" in text  # the index line and the local-version pin travel together
+        assert f"torch==2.14.0+{variant}" in text  # the index line and the local-version pin travel together
     else:
         assert deps["pytorch"].manager == "conda"
     if case.flavor == "conda-forge":
@@ -200,24 +200,45 @@ def test_from_raw_conda_export(capsys: pytest.CaptureFixture[str]) -> None:
     assert not any(d.count("=") >= 2 and "cuda*" not in d for d in conda), "build strings must go"
     assert "numpy=1.26.4" in conda and "pandas=2.2.1" in conda
     assert not any(d.startswith(("pytorch-cuda", "pytorch-mutex", "cuda-cudart", "cuda-runtime")) for d in conda)
-    assert "pytorch=2.1.2=cuda*" in conda and "cuda-version=12.0" in conda  # same torch minor, this machine's CUDA
+    # the file's exact torch and its own torchvision pair are kept; only the CUDA line is this machine's
+    assert "pytorch=2.1.0=cuda*" in conda and "cuda-version=12.0" in conda and "torchvision=0.16.0" in conda
     assert pip == ["tqdm==4.66.2", "wandb==0.16.4"]
     assert data["channels"] == ["conda-forge", "defaults"] and data["name"] == "train"
 
 
-def test_from_cudatoolkit_era_file(capsys: pytest.CaptureFixture[str]) -> None:
-    data, _text, err = adapted(capsys, "cudatoolkit_11_3.yml")
+def test_from_cudatoolkit_era_file_stops_on_an_h200(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(capsys, "render", "--from", str(FROM / "cudatoolkit_11_3.yml"), *SIM)
+    assert code == 1 and out == ""
+    assert "torch 1.11.0 (pinned in cudatoolkit_11_3.yml) cannot be installed on this machine" in err
+    assert "architecture: no pytorch build of torch 1.11.0 has code for sm_90" in err
+    assert "nearest versions that work here: --torch 2.0 (torch 2.0.1, CUDA 11.8)" in err
+
+
+def test_from_cudatoolkit_era_file_keeps_torch_on_an_a10(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(capsys, "render", "--from", str(FROM / "cudatoolkit_11_3.yml"),
+                             "--driver-version", "550.54.15", "--compute-capability", "8.6")
+    assert code == 0, err
+    conda, _ = deps_of(yaml.safe_load(out))
+    assert {"pytorch=1.11.0=*cuda*", "cudatoolkit=11.5", "torchvision=0.12.0", "torchaudio=0.11.0", "scipy",
+            "python=3.9"} <= set(conda)
+    assert "cudatoolkit 11.3 -> 11.5 (the CUDA line of torch 1.11.0 for this machine)" in err
+
+
+def test_torch_on_the_command_line_overrides_the_file_and_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    data, _text, err = adapted(capsys, "cudatoolkit_11_3.yml", "--torch", "2.0")
     conda, _ = deps_of(data)
+    assert "torch 1.11.0 -> 2.0.1 (--torch on the command line)" in err
+    assert "torchvision 0.12.0 -> 0.15.2 (pairs with torch 2.0.1)" in err
     assert not any(d.startswith("cudatoolkit") for d in conda)
-    assert "torch 1.11 (from the file) does not fit" in err
-    assert any(d.startswith("pytorch=") and d.endswith("=cuda*") for d in conda) and "scipy" in conda
 
 
-def test_from_pytorch_cuda_file(capsys: pytest.CaptureFixture[str]) -> None:
+def test_from_pytorch_cuda_file_keeps_its_torch(capsys: pytest.CaptureFixture[str]) -> None:
+    """torch 2.0.1 has no conda-forge build: the pytorch channel serves it; the version never moves."""
     data, _text, err = adapted(capsys, "pytorch_cuda_11_8.yml")
     conda, _ = deps_of(data)
-    assert "pytorch" not in data["channels"] and "nvidia" not in data["channels"]
-    assert "removed pytorch-cuda=11.8" in err
+    assert data["channels"][:2] == ["pytorch", "nvidia"]
+    assert "pytorch=2.0.1" in conda and "pytorch-cuda=11.8" in conda
+    assert "comes from the pytorch flavor" in err
     assert {"matplotlib", "jupyter"} <= set(conda)
 
 
@@ -227,7 +248,7 @@ def test_from_pip_cu118_file_keeps_the_pip_flavor(capsys: pytest.CaptureFixture[
     assert "--extra-index-url https://download.pytorch.org/whl/cu118" not in pip
     assert "torch==2.1.0+cu118" not in pip
     assert "--extra-index-url https://download.pytorch.org/whl/cu121" in pip
-    assert "torch==2.1.2+cu121" in pip and "transformers==4.38.2" in pip
+    assert "torch==2.1.0+cu121" in pip and "torchvision==0.16.0+cu121" in pip and "transformers==4.38.2" in pip
 
 
 def test_from_mirror_channels(capsys: pytest.CaptureFixture[str]) -> None:
@@ -282,7 +303,7 @@ def test_config_file_defaults_come_after_flags_and_env(capsys: pytest.CaptureFix
     config.write_text("flavor: pip\nmirror: tuna\ncuda: '12.4'\n")
     monkeypatch.setenv("ENVKIT_CONFIG", str(config))
     code, out, _ = run_cli(capsys, "render", "minimal")
-    assert code == 0 and "torch==2.14.1+cu126" in out and "pypi.tuna.tsinghua.edu.cn" in out
+    assert code == 0 and "torch==2.14.0+cu126" in out and "pypi.tuna.tsinghua.edu.cn" in out
     monkeypatch.setenv("ENVKIT_FLAVOR", "conda-forge")  # the environment beats the file
     code, out, _ = run_cli(capsys, "render", "minimal", "--mirror", "ustc")  # and a flag beats both
     assert code == 0 and "pytorch=" in out and "mirrors.ustc.edu.cn" in out

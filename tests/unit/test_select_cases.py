@@ -133,3 +133,53 @@ def test_hidden_gpus_keep_the_driver_choice() -> None:
     sel = select(machine, Request())
     assert sel.cuda == "13.0"
     assert any("hidden" in r for r in sel.reasons)
+
+
+# -- the compat audit's cases (issue 11), on the corrected static data ---------------------------------
+def test_audit_v100_on_a_580_driver_gets_cu128_for_torch_2_9() -> None:
+    sel = select(m("580.159.04", "7.0"), Request(flavor="pip", torch="2.9"))
+    assert (sel.torch, sel.variant) == ("2.9.1", "cu128")  # cu128 of 2.9 still ships sm_70 (pytorch#164471)
+    assert any("sm_70 is in the cu128 build" in r for r in sel.reasons)
+
+
+def test_audit_conda_forge_never_published_torch_2_2() -> None:
+    with pytest.raises(SelectionError) as err:
+        select(m("550.54.15", "8.6"), Request(torch="2.2"))
+    assert err.value.message == "torch 2.2 does not exist on conda-forge; the nearest are 2.1.2 and 2.3.1"
+    assert "--torch 2.3.1" in (err.value.hint or "")
+    assert select(m("550.54.15", "8.6"), Request(torch="2.2", flavor="pip")).torch == "2.2.2"
+
+
+def test_audit_conda_forge_python_ranges_differ_from_pip() -> None:
+    sel = select(m("550.54.15", "8.6"), Request(torch="2.4", python="3.13"))
+    assert (sel.torch, sel.python) == ("2.4.1", "3.13")
+    with pytest.raises(SelectionError) as err:
+        select(m("550.54.15", "8.6"), Request(torch="2.4", python="3.13", flavor="pip"))
+    assert "3.8-3.12" in err.value.message
+    with pytest.raises(SelectionError) as err:
+        select(m("580.159.04", "9.0"), Request(torch="2.9", python="3.14"))
+    assert "supports python 3.10-3.13, not 3.14" in err.value.message
+    assert select(m("580.159.04", "9.0"), Request(torch="2.9", python="3.14", flavor="pip")).python == "3.14"
+
+
+def test_audit_torchaudio_2_11_serves_later_torch_on_pip_only() -> None:
+    sel = select(m("580.159.04", "9.0"), Request(flavor="pip", torch="2.12"))
+    assert (sel.torch, sel.torchvision, sel.torchaudio) == ("2.12.1", "0.27.1", "2.11.0")
+    sel = select(m("580.159.04", "9.0"), Request(torch="2.12"))
+    assert sel.torchvision == "0.27.1" and sel.torchaudio is None  # conda-forge's 2.11.0 needs pytorch 2.10
+    assert select(m("580.159.04", "9.0"), Request(torch="2.11")).torchaudio is None
+
+
+def test_audit_conda_forge_companions_of_2_1() -> None:
+    sel = select(m("550.54.15", "8.6"), Request(torch="2.1"))
+    assert (sel.torchvision, sel.torchaudio) == ("0.16.1", None)
+
+
+def test_audit_2_14_is_2_14_0_on_pip() -> None:
+    sel = select(m("580.159.04", "9.0"), Request(flavor="pip"))
+    assert (sel.torch, sel.torchvision, sel.variant) == ("2.14.0", "0.29.0", "cu130")
+
+
+def test_audit_kepler_runs_conda_forge_cuda_11_8() -> None:
+    sel = select(m("470.82.01", "3.5"), Request())  # conda-forge 11.8 builds list sm_35 (audit AL12)
+    assert (sel.torch, sel.variant) == ("2.5.1", "cuda118") and sel.minor_version_compat

@@ -47,7 +47,7 @@ def fits(release, flavor, m: Machine) -> bool:  # noqa: ANN001 - brute-force ora
 @pytest.mark.parametrize(("branch", "cc", "flavor"), list(itertools.product(DRIVERS, CCS, FLAVORS)))
 def test_matrix(branch: str, cc: str, flavor: str) -> None:
     m = machine(DRIVERS[branch], cc)
-    candidates = [r for r in DATA.releases if r.builds[flavor]]  # newest first
+    candidates = [r for r in DATA.releases_for(flavor) if r.builds[flavor]]  # newest first
     expected = next((r for r in candidates if fits(r, flavor, m)), None)
     if expected is None:
         with pytest.raises(SelectionError) as err:
@@ -70,6 +70,23 @@ def test_matrix(branch: str, cc: str, flavor: str) -> None:
         assert sel.cuda == ok[-1].cuda
     assert sel.python in expected.python
     assert any(sel.cuda in r for r in sel.reasons)
+
+
+PYTHONS = ["3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "3.14"]
+
+
+@pytest.mark.parametrize(("python", "flavor"), list(itertools.product(PYTHONS, FLAVORS)))
+def test_python_matrix_uses_each_flavors_own_ranges(python: str, flavor: str) -> None:
+    """conda-forge's Python ranges differ from the wheels' (compat audit T10, T11, T16)."""
+    m = machine(DRIVERS["580"], "9.0")
+    expected = next((r for r in DATA.releases_for(flavor) if r.builds[flavor] and python in r.python
+                     and fits(r, flavor, m)), None)
+    if expected is None:
+        with pytest.raises(SelectionError):
+            select(m, Request(flavor=flavor, python=python))
+        return
+    sel = select(m, Request(flavor=flavor, python=python))
+    assert (sel.torch, sel.python) == (expected.version, python)
 
 
 @pytest.mark.parametrize("branch", list(DRIVERS))

@@ -27,6 +27,18 @@ MEMORY_BAR = 0.8
 CHECKS: list = []  # the report's checks, in the order they ran
 
 
+def recreate_command(extra=""):
+    """`envkit create` for this very env: its name when it sits in an envs folder, else with --prefix."""
+    prefix = sys.prefix.rstrip("/")
+    options = (extra + " " if extra else "") + "--force"
+    if not os.path.isdir(os.path.join(prefix, "conda-meta")):
+        return "envkit create NAME %s" % options
+    parent, name = os.path.split(prefix)
+    if os.path.basename(parent) == "envs":
+        return "envkit create %s %s" % (name, options)
+    return "envkit create %s --prefix %s %s" % (name, prefix, options)
+
+
 def check(name, status, explanation, values=None, duration=0.0, device=None):
     entry = {"name": name, "status": status, "explanation": explanation, "values": values or {},
              "duration_s": round(duration, 4)}
@@ -100,7 +112,7 @@ def check_build(torch, info):
     if cuda is None and has_driver:
         return check("build", "fail", "CPU build of PyTorch installed on a machine with an NVIDIA driver: "
                      "the solver or pip picked the CPU variant (no __cuda / CONDA_OVERRIDE_CUDA at solve time, "
-                     "a cpuonly or pytorch-mutex pin, or a +cpu wheel). Recreate with `envkit create NAME --force`",
+                     "a cpuonly or pytorch-mutex pin, or a +cpu wheel). Recreate with `%s`" % recreate_command(),
                      values)
     if cuda is None:
         return check("build", "pass", "torch %s CPU build (no NVIDIA driver seen)" % torch.__version__, values)
@@ -129,7 +141,7 @@ def check_driver(torch, info):
     build, drv = torch.version.cuda, driver.get("cuda")
     if drv and _ver(build)[0] > _ver(drv)[0]:
         reason = ("the build's CUDA %s is newer than the CUDA %s driver %s supports; update the driver or "
-                  "recreate with `envkit create NAME --cuda %s --force`" % (build, drv, driver.get("version"), drv))
+                  "recreate with `%s`" % (build, drv, driver.get("version"), recreate_command("--cuda %s" % drv)))
     if reason is None:
         try:
             torch.cuda.init()
@@ -607,7 +619,7 @@ def run(options):
             import torch
         except ImportError as exc:
             check("import", "fail", "torch is not installed in this environment (%s): install it with "
-                  "`envkit create NAME --force` or `conda install -p %s pytorch`" % (exc, sys.prefix), {}, 0.0)
+                  "`%s` or `conda install -p %s pytorch`" % (exc, recreate_command(), sys.prefix), {}, 0.0)
             report.update(checks=CHECKS, total_s=round(time.perf_counter() - started, 3), torch=None)
             return report
     check("import", "pass", "import torch took %.2f s" % t.elapsed, {"torch": torch.__version__}, t.elapsed)

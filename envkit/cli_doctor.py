@@ -1,0 +1,83 @@
+"""`envkit doctor` and `envkit completion`: click commands registered by envkit/cli.py.
+
+Only click is imported at import time (keeps `envkit --help` instant); the checks live in
+envkit/doctor.py and never print.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+SHELLS = ("bash", "zsh", "fish")
+COMPLETE_VAR = "_ENVKIT_COMPLETE"  # click's convention: _<PROG>_COMPLETE=<shell>_source
+
+
+from envkit.cli_checks import _check_cc, _check_driver  # noqa: E402
+
+
+def _env_names(_ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[Any]:
+    """Shell completion of NAME: the environments envkit and conda know about."""
+    from click.shell_completion import CompletionItem
+
+    from envkit.locations import list_envs
+
+    return [CompletionItem(p.name) for p in list_envs() if p.name.startswith(incomplete)]
+
+
+_MARK = {"ok": "[green]ok[/]", "warn": "[yellow]warn[/]", "problem": "[bold red]PROBLEM[/]", "skip": "[dim]skip[/]"}
+
+
+def _print(reports: list[Any]) -> None:
+    from envkit import output
+
+    con = output.console()
+    for report in reports:
+        verdict = "[bold green]healthy[/]" if report.healthy else f"[bold red]{len(report.problems)} problem(s)[/]"
+        con.print(f"[bold]{output.esc(report.name)}[/] {output.esc(report.prefix)}: {verdict}  "
+                  f"[dim]({report.seconds:.2f} s; {output.esc(report.machine)})[/]")
+        for f in report.findings:
+            con.print(f"  {_MARK.get(f.status, f.status):<7} [bold]{f.check}[/]: {output.esc(f.found)}")
+            if f.fix and f.status in ("problem", "warn"):
+                con.print(f"          [bold]fix:[/] {output.esc(f.fix)}")
+
+
+@click.command()
+@click.argument("name", required=False, shell_complete=_env_names)
+@click.option("--prefix", default=None, help="Check the environment at this path.")
+@click.option("--all", "all_envs", is_flag=True, help="Check every environment envkit and conda know about.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output (stable keys).")
+@click.option("--driver-version", callback=_check_driver, default=None, metavar="VER",
+              help="Simulate a driver (replaces the hardware query).")
+@click.option("--compute-capability", "compute_capability", multiple=True, callback=_check_cc, metavar="X.Y",
+              help="Simulate a GPU (repeat once per GPU).")
+def doctor(name: str | None, prefix: str | None, all_envs: bool, as_json: bool, driver_version: str | None,
+           compute_capability: tuple[str, ...]) -> None:
+    """Static health checks of an environment (default: the active one): 0 healthy, 5 problems found."""
+    from envkit import output
+    from envkit.doctor import doctor as run_doctor
+    from envkit.errors import ExitCode
+
+    reports = run_doctor(name=name, prefix=prefix, all_envs=all_envs, driver_version=driver_version,
+                         compute_capabilities=compute_capability)
+    if as_json:
+        data: Any = [r.to_json() for r in reports] if all_envs else reports[0].to_json()
+        output.plain(output.dump_json(data))
+    else:
+        _print(reports)
+    if any(not r.healthy for r in reports):
+        raise SystemExit(int(ExitCode.PROBLEMS_FOUND))
+
+
+@click.command()
+@click.argument("shell", type=click.Choice(SHELLS))
+def completion(shell: str) -> None:
+    """Print the shell completion script: eval "$(envkit completion bash)" (zsh, fish alike)."""
+    from click.shell_completion import get_completion_class
+
+    cli = click.get_current_context().find_root().command  # the `envkit` group (no import of envkit.cli)
+
+    cls = get_completion_class(shell)
+    assert cls is not None  # SHELLS are the ones click ships
+    click.echo(cls(cli, {}, "envkit", COMPLETE_VAR).source(), nl=False)  # byte for byte what click prints

@@ -1,0 +1,162 @@
+"""A Jupyter kernelspec for an environment, so the user's Jupyter (any Python) lists and starts it.
+
+The spec goes where `jupyter kernelspec list` looks for user kernels (jupyter_core
+`paths.jupyter_data_dir()` on Linux: `$JUPYTER_DATA_DIR`, else `$XDG_DATA_HOME/jupyter`, else
+`~/.local/share/jupyter`; then `kernels/<name>/kernel.json`, the layout of
+jupyter_client `kernelspec.py`). `argv` runs the env's own python with `-m ipykernel_launcher -f
+{connection_file}` (what `ipykernel install` writes); `env` carries what activation sets, with `PATH`
+as `<prefix>/bin:${PATH}` (jupyter_client's provisioner substitutes `${VAR}` in `env` values,
+`provisioner_base.py` `_update_env`, with `string.Template`, so a literal `$` is written `$$`).
+
+A spec envkit wrote carries `metadata.envkit.prefix`; envkit only ever removes such specs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+MARK = "envkit"
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str
+    path: Path  # the kernelspec folder
+    display_name: str
+    prefix: Path
+
+
+def kernels_dir() -> Path:
+    data = os.environ.get("JUPYTER_DATA_DIR")
+    if data:
+        return Path(data).expanduser() / "kernels"
+    xdg = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(xdg).expanduser() / "jupyter" / "kernels"
+
+
+def kernel_name(env_name: str) -> str:
+    """Kernel names are folder names jupyter accepts: [a-z0-9._-] (jupyter_client `_is_valid_kernel_name`)."""
+    return "envkit-" + (re.sub(r"[^a-z0-9._-]", "-", env_name.lower()) or "env")
+
+
+def has_ipykernel(prefix: Path) -> bool:
+    """ipykernel installed by conda (a conda-meta record) or by pip (its package folder in site-packages)."""
+    meta = prefix / "conda-meta"
+    if any(meta.glob("ipykernel-*.json")):
+        return True
+    return any(prefix.glob("lib/python3*/site-packages/ipykernel/__init__.py"))
+
+
+def torch_of(prefix: Path) -> tuple[str | None, str | None]:
+    """(torch version, 'CUDA X.Y' or 'CPU'): envkit's own record first, then conda-meta, then pip's dist-info."""
+    try:
+        sel = json.loads((prefix / ".envkit" / "create.json").read_text()).get("selection") or {}
+        if sel.get("torch"):
+            return str(sel["torch"]), (f"CUDA {sel['cuda']}" if sel.get("cuda") else "CPU")
+    except (OSError, ValueError, AttributeError):
+        pass
+    for record in sorted((prefix / "conda-meta").glob("pytorch-[0-9]*.json")):
+        try:
+            data = json.loads(record.read_text())
+        except (OSError, ValueError):
+            continue
+        build = str(data.get("build", ""))
+        # conda-forge builds read cuda126_..., the pytorch channel's py3.12_cuda12.4_...
+        match = re.search(r"cuda(\d+)\.(\d+)", build) or re.search(r"cuda(\d{2})(\d)", build)
+        return str(data.get("version")), (f"CUDA {match.group(1)}.{match.group(2)}" if match else "CPU")
+    for dist in sorted(prefix.glob("lib/python3*/site-packages/torch-*.dist-info")):
+        version = dist.name[len("torch-"):-len(".dist-info")]
+        match = re.search(r"\+cu(\d+)(\d)$", version)
+        return version.split("+")[0], (f"CUDA {match.group(1)}.{match.group(2)}" if match else "CPU")
+    return None, None
+
+
+def display_name(env_name: str, prefix: Path) -> str:
+    torch, cuda = torch_of(prefix)
+    if torch is None:
+        return f"Python (envkit: {env_name})"
+    return f"Python (envkit: {env_name}, torch {torch}, {cuda})"
+
+
+def kernel_spec(prefix: Path, env_name: str) -> dict[str, Any]:
+    """kernel.json for the env (pure apart from reading the env's own files)."""
+    from envkit.activate import default_env, read_env
+
+    info = read_env(prefix)
+    env = {k: v.replace("$", "$$") for k, v in info.settable_vars().items()}
+    env.update(PATH=f"{prefix}/bin:${{PATH}}", CONDA_PREFIX=str(prefix),
+               CONDA_DEFAULT_ENV=default_env(str(prefix)))
+    return {
+        "argv": [str(prefix / "bin" / "python"), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": display_name(env_name, prefix),
+        "language": "python",
+        "interrupt_mode": "signal",
+        "env": env,
+        "metadata": {"debugger": True, MARK: {"prefix": str(prefix), "name": env_name}},
+    }
+
+
+def _owner(folder: Path) -> str | None:
+    """The prefix an envkit-made spec belongs to; None for a spec envkit did not write."""
+    try:
+        data = json.loads((folder / "kernel.json").read_text())
+        return str(data["metadata"][MARK]["prefix"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def register(prefix: Path, env_name: str) -> Kernel:
+    """Write (or refresh) the env's kernelspec; a same-named spec envkit did not make is left alone."""
+    from envkit.errors import EnvkitError
+    from envkit.fsutil import atomic_write_text
+
+    name = kernel_name(env_name)
+    folder = kernels_dir() / name
+    if folder.exists() and _owner(folder) is None:
+        raise EnvkitError(f"a Jupyter kernel named {name!r} already exists at {folder} and was not made by envkit; "
+                          "it was left alone", f"remove it yourself (jupyter kernelspec remove {name}) and run "
+                          f"envkit kernel {env_name}")
+    spec = kernel_spec(prefix, env_name)
+    folder.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(folder / "kernel.json", json.dumps(spec, indent=1) + "\n")
+    for logo in ("logo-32x32.png", "logo-64x64.png", "logo-svg.svg"):
+        for found in prefix.glob(f"lib/python3*/site-packages/ipykernel/resources/{logo}"):
+            shutil.copyfile(found, folder / logo)
+            break
+    return Kernel(name, folder, spec["display_name"], prefix)
+
+
+def unregister(prefix: Path | None, env_name: str | None = None) -> list[Path]:
+    """Remove the kernelspecs envkit wrote for this prefix (or under this env's kernel name, when the env
+    is gone already); a spec envkit did not write is never touched."""
+    root = kernels_dir()
+    removed: list[Path] = []
+    if not root.is_dir():
+        return removed
+    target = os.path.realpath(prefix) if prefix is not None else None
+    wanted = kernel_name(env_name) if env_name else None
+    for folder in sorted(root.iterdir()):
+        owner = _owner(folder) if folder.is_dir() else None
+        if owner is not None and (os.path.realpath(owner) == target or folder.name == wanted):
+            shutil.rmtree(folder)
+            removed.append(folder)
+    return removed
+
+
+def after_create(prefix: Path, env_name: str, skip: bool) -> str | None:
+    """`envkit create`'s step: register when the env has ipykernel; a note for the summary, never a failure."""
+    if skip or not has_ipykernel(prefix):
+        return None
+    from envkit.errors import EnvkitError
+
+    try:
+        kernel = register(prefix, env_name)
+    except (OSError, EnvkitError) as exc:
+        return f"Jupyter kernel not registered: {getattr(exc, 'message', exc)}"
+    return f"Jupyter kernel {kernel.name!r} registered ({kernel.display_name}) in {kernel.path.parent}"

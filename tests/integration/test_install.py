@@ -1,0 +1,267 @@
+"""The README's first command, run as written: on the machine's externally managed system python3
+(PEP 668) with a temporary HOME, and inside a virtualenv (issue 15). Offline: pip takes envkit's
+dependencies from the wheelhouse scripts/test builds while the network is up (INSTALL_TEST_WHEELHOUSE)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+README = REPO / "README.md"
+SYSTEM_PY = Path("/usr/bin/python3")
+SYSTEM_PATH = "/usr/bin:/bin"  # no pyenv shims, no pipx, no uv: a stock Debian/Ubuntu user's PATH
+
+
+def readme_install_command() -> str:
+    """The Quickstart's first command, up to `&& envkit create ...`."""
+    text = README.read_text(encoding="utf-8")
+    quick = text.split("## Quickstart", 1)[1]
+    first = re.search(r"```bash\n(.+?)\n```", quick, re.S)
+    assert first is not None
+    line = first.group(1).strip()
+    install, sep, rest = line.partition(" && envkit create ")
+    assert sep and rest.startswith("dl_train --cuda auto"), line
+    return install
+
+
+def _py_xy(python: str) -> str:
+    done = subprocess.run([python, "-c", "import sys; print('%d%d' % sys.version_info[:2])"],
+                          capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+def wheelhouse_for(python: str) -> Path:
+    wheels = os.environ.get("INSTALL_TEST_WHEELHOUSE")
+    if not wheels or not Path(wheels).is_dir():
+        pytest.skip("INSTALL_TEST_WHEELHOUSE is unset: run through ./scripts/test, which builds it while online")
+    xy = _py_xy(python)
+    if not list(Path(wheels).glob(f"*-cp{xy}-*.whl")):
+        pytest.skip(f"the wheelhouse has no cp{xy} wheels for {python}")
+    return Path(wheels)
+
+
+def user_env(home: Path, wheels: Path, path: str) -> dict[str, str]:
+    """A fresh user's environment: temporary HOME, plain PATH, pip offline against the wheelhouse."""
+    env = {"HOME": str(home), "PATH": path, "LANG": "C.UTF-8", "PIP_CONFIG_FILE": os.devnull,
+           "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheels), "PIP_NO_CACHE_DIR": "1"}
+    return env
+
+
+def run(command: str, env: dict[str, str], timeout: float = 300,
+        user: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*user, "bash", "-c", command], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+NOBODY = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups")
+
+
+def unprivileged(wheels: Path) -> tuple[tuple[str, ...], Path | None]:
+    """As root, run as `nobody` (uid 65534) with a HOME of its own when it can read the checkout."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        return (), None
+    probe = subprocess.run([*NOBODY, "test", "-r", str(REPO / "install.sh"), "-a", "-r", str(wheels)],
+                           capture_output=True)
+    if probe.returncode != 0:
+        return (), None
+    home = Path(tempfile.mkdtemp(prefix="envkit-user-home-"))  # /tmp: reachable by nobody, unlike tmp_path
+    os.chown(home, 65534, 65534)
+    return NOBODY, home
+
+
+def externally_managed() -> Path:
+    if not SYSTEM_PY.exists():
+        pytest.skip(f"{SYSTEM_PY} does not exist on this machine")
+    done = subprocess.run([str(SYSTEM_PY), "-c", "import sysconfig; print(sysconfig.get_path('stdlib'))"],
+                          capture_output=True, text=True, check=True)
+    marker = Path(done.stdout.strip()) / "EXTERNALLY-MANAGED"
+    if not marker.is_file():
+        pytest.skip(f"{SYSTEM_PY} is not externally managed (no {marker})")
+    return marker
+
+
+def test_readme_first_command_is_the_install_script() -> None:
+    assert readme_install_command() == "./install.sh"
+    assert "--break-system-packages" not in (REPO / "install.sh").read_text()  # never, not even in a comment
+
+
+@pytest.mark.slow
+def test_readme_install_on_the_externally_managed_system_python(tmp_path: Path) -> None:
+    externally_managed()
+    wheels = wheelhouse_for(str(SYSTEM_PY))
+    user, own_home = unprivileged(wheels)
+    home = own_home or tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    try:
+        _install_as_a_new_user(tmp_path, wheels, home, user)
+    finally:
+        if own_home is not None:
+            shutil.rmtree(own_home, ignore_errors=True)
+
+
+def _install_as_a_new_user(tmp_path: Path, wheels: Path, home: Path, user: tuple[str, ...]) -> None:
+    # Debian's ~/.profile puts ~/.local/bin on PATH; that is the PATH the README relies on
+    env = user_env(home, wheels, f"{home}/.local/bin:{SYSTEM_PATH}")
+    assert run("id -u", env, user=user).stdout.strip() == ("65534" if user else str(os.getuid()))  # root drops to nobody
+    done = run(readme_install_command(), env, user=user)  # exactly as the README writes it
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"python {SYSTEM_PY} " in done.stdout and "externally managed" in done.stdout
+    assert (home / ".local/bin/envkit").is_symlink()
+    assert (home / ".local/share/envkit/venv/bin/envkit").exists()
+    assert shutil.which("envkit", path=env["PATH"]) == str(home / ".local/bin/envkit")
+    helped = run("envkit --help && envkit --version", env, timeout=60, user=user)
+    assert helped.returncode == 0 and "Usage: envkit" in helped.stdout and "doctor" in helped.stdout
+    # the system python was left alone
+    probe = subprocess.run([str(SYSTEM_PY), "-c", "import envkit"], capture_output=True, text=True, env=env,
+                           cwd=tmp_path)
+    assert probe.returncode != 0
+    # without ~/.local/bin on PATH: installed, and the one line to add is printed (exit 3)
+    env["PATH"] = SYSTEM_PATH
+    again = run(readme_install_command(), env, user=user)
+    assert again.returncode == 3, again.stdout + again.stderr
+    assert f'export PATH="{home}/.local/bin:$PATH"' in again.stderr
+
+
+@pytest.mark.slow
+def test_readme_install_inside_a_virtualenv(tmp_path: Path) -> None:
+    base = str(SYSTEM_PY) if SYSTEM_PY.exists() else getattr(sys, "_base_executable", sys.executable)
+    wheels = wheelhouse_for(base)
+    venv = tmp_path / "venv"
+    subprocess.run([base, "-m", "venv", str(venv)], check=True, capture_output=True)
+    home = tmp_path / "home"
+    home.mkdir()
+    env = user_env(home, wheels, f"{venv}/bin:{SYSTEM_PATH}")
+    env["VIRTUAL_ENV"] = str(venv)  # what `source venv/bin/activate` sets
+    done = run(readme_install_command(), env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"into the active env {venv}" in done.stdout
+    assert (venv / "bin/envkit").exists() and not (home / ".local/bin/envkit").exists()
+    helped = run("envkit --help", env, timeout=60)
+    assert helped.returncode == 0 and "Usage: envkit" in helped.stdout
+
+
+def _fake_python(directory: Path, name: str, version: str) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    exe = directory / name
+    exe.write_text(f"#!/bin/sh\necho {version}\n")
+    exe.chmod(0o755)
+    return exe
+
+
+def test_an_old_python_gets_the_ways_out_before_pip_runs(tmp_path: Path) -> None:
+    old = _fake_python(tmp_path / "old", "python3", "3.8.10")  # Ubuntu 20.04's python3
+    env = {"HOME": str(tmp_path), "PATH": SYSTEM_PATH, "ENVKIT_PYTHON": str(old)}
+    done = run("./install.sh", env)
+    assert done.returncode == 1
+    assert f"envkit needs Python >= 3.10; ENVKIT_PYTHON={old} is 3.8.10" in done.stderr
+    for way in ("uv python install 3.12", "conda create -n envkit-py python=3.12", "pyenv install 3.12"):
+        assert way in done.stderr
+    assert not (tmp_path / ".local").exists()
+    # only an old python3 and no other python3.1x on PATH: the same message, naming what was found
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    for tool in ("bash", "dirname", "sed", "cat"):
+        found = shutil.which(tool)
+        assert found is not None
+        (tools / tool).symlink_to(found)
+    done = run("./install.sh", {"HOME": str(tmp_path), "PATH": f"{old.parent}:{tools}"})
+    assert done.returncode == 1 and f"found python3 3.8.10 ({old})" in done.stderr
+
+
+def test_a_newer_python3x_on_path_is_found(tmp_path: Path) -> None:
+    old = _fake_python(tmp_path / "old", "python3", "3.8.10")
+    xy = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    (tmp_path / "old" / f"python{xy}").symlink_to(sys.executable)
+    done = run("./install.sh --dry-run", {"HOME": str(tmp_path), "PATH": f"{old.parent}:{SYSTEM_PATH}"})
+    assert done.returncode == 0, done.stderr
+    assert f"skipped python3 3.8.10 ({old}): too old" in done.stdout
+    assert "into a private venv" in done.stdout
+
+
+def test_a_python_without_venv_says_what_to_install(tmp_path: Path) -> None:
+    if not SYSTEM_PY.exists():
+        pytest.skip(f"{SYSTEM_PY} does not exist on this machine")
+    shadow = tmp_path / "no-ensurepip"
+    shadow.mkdir()
+    # what a Debian python3 without the python3-venv package looks like to `import ensurepip`
+    (shadow / "ensurepip.py").write_text("raise ImportError('ensurepip is disabled in Debian/Ubuntu')\n")
+    env = {"HOME": str(tmp_path), "PATH": SYSTEM_PATH, "ENVKIT_PYTHON": str(SYSTEM_PY), "PYTHONPATH": str(shadow)}
+    done = run("./install.sh", env)
+    assert done.returncode == 1
+    assert "cannot create a virtual environment" in done.stderr and "sudo apt install python3-venv" in done.stderr
+    assert "install pipx or uv" in done.stderr
+    assert not (tmp_path / ".local/share/envkit").exists()
+
+
+@pytest.mark.slow
+def test_readme_install_inside_a_conda_env(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A conda env made from the test bed (python + pip), activated the way `conda activate` does."""
+    from helpers import run_cli
+    from testbed.channel import PY
+    from testbed.doctorbed import build_doctor_bed
+
+    bed = build_doctor_bed(tmp_path / "bed")
+    file = tmp_path / "env.yml"
+    file.write_text(f"name: tools\nchannels:\n  - {(bed / 'conda-forge').as_uri()}\ndependencies:\n"
+                    f"  - python={PY}\n  - pip\n")
+    code, _out, err = run_cli(capsys, "create", "tools", "--file", str(file), "--no-adapt", "--no-verify", "-q")
+    assert code == 0, err
+    from envkit.locations import find_prefix
+
+    prefix = find_prefix("tools", None)
+    wheels = wheelhouse_for(str(prefix / "bin" / "python"))
+    home = tmp_path / "home"
+    home.mkdir()
+    env = user_env(home, wheels, f"{prefix}/bin:{SYSTEM_PATH}")
+    env.update(CONDA_PREFIX=str(prefix), CONDA_DEFAULT_ENV="tools", CONDA_SHLVL="1")
+    done = run(readme_install_command(), env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"into the active env {prefix}" in done.stdout
+    assert (prefix / "bin/envkit").exists() and not (home / ".local").exists()
+    assert run("envkit --help", env, timeout=60).returncode == 0
+    # conda's base env is not a place to install into: a private venv is used instead
+    env["CONDA_DEFAULT_ENV"] = "base"
+    planned = run("./install.sh --dry-run", env)
+    assert planned.returncode == 0 and "into a private venv" in planned.stdout
+
+
+@pytest.mark.parametrize("tool", ["pipx", "uv"])
+def test_pipx_or_uv_is_used_when_present(tmp_path: Path, tool: str) -> None:
+    """A recording stand-in for pipx / uv (the outside tool is the seam): its argv, and envkit on PATH."""
+    if not SYSTEM_PY.exists():
+        pytest.skip(f"{SYSTEM_PY} does not exist on this machine")
+    envkit = Path(sys.executable).with_name("envkit")
+    home = tmp_path / "home"
+    bindir = tmp_path / "bin"
+    bindir.mkdir(parents=True)
+    (bindir / tool).write_text(
+        "#!/bin/sh\n"
+        'if [ "$1 $2 $3" = "tool dir --bin" ]; then echo "$HOME/.local/bin"; exit 0; fi\n'
+        f'echo "$@" > "$HOME/{tool}-argv"\n'
+        f'mkdir -p "$HOME/.local/bin" && ln -sf {envkit} "$HOME/.local/bin/envkit"\n')
+    (bindir / tool).chmod(0o755)
+    home.mkdir()
+    env = {"HOME": str(home), "PATH": f"{bindir}:{home}/.local/bin:{SYSTEM_PATH}", "ENVKIT_PYTHON": str(SYSTEM_PY)}
+    done = run(readme_install_command(), env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    argv = (home / f"{tool}-argv").read_text().split()
+    expected = ["install", "--force"] if tool == "pipx" else ["tool", "install", "--force"]
+    assert argv == [*expected, "--python", str(SYSTEM_PY), str(REPO)]
+    assert "installed: envkit, version" in done.stdout
+
+
+def test_options_and_a_missing_env(tmp_path: Path) -> None:
+    env = {"HOME": str(tmp_path), "PATH": SYSTEM_PATH}
+    helped = run("./install.sh --help", env)
+    assert helped.returncode == 0 and "--dry-run" in helped.stdout and "EXTERNALLY-MANAGED" in helped.stdout
+    assert run("./install.sh --bogus", env).returncode == 2
+    forced = run("./install.sh --method=env", env)
+    assert forced.returncode == 1 and "needs an active virtualenv or conda env" in forced.stderr

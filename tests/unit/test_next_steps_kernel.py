@@ -1,0 +1,84 @@
+"""The commands printed after create fit the machine; the kernel's name says which torch and CUDA it has."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from envkit.kernel import display_name, kernel_name, kernel_spec, kernels_dir, torch_of
+from envkit.locations import next_steps
+
+
+def make_env(prefix: Path) -> Path:
+    (prefix / "conda-meta").mkdir(parents=True)
+    return prefix
+
+
+def commands(prefix: Path) -> list[str]:
+    return [command for command, _what in next_steps(prefix)]
+
+
+def test_without_conda_only_envkit_commands_with_the_real_name(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ENVKIT_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    monkeypatch.setenv("SHELL", "/bin/bash")
+    prefix = make_env(tmp_path / "home" / "envs" / "dl_train")
+    assert commands(prefix) == ["envkit shell dl_train", 'eval "$(envkit activate dl_train)"',
+                                "envkit run dl_train -- python train.py"]
+    monkeypatch.setenv("SHELL", "/usr/bin/fish")
+    assert "envkit activate dl_train | source" in commands(prefix)
+    # an env made with --prefix somewhere else is named by its path (every verb takes one)
+    elsewhere = make_env(tmp_path / "proj" / "my env")
+    assert f"envkit shell '{elsewhere}'" in commands(elsewhere)
+
+
+def test_with_conda_installed_conda_activate_is_offered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "miniforge"
+    (root / "bin").mkdir(parents=True)
+    conda = root / "bin" / "conda"
+    conda.write_text("#!/bin/sh\nexit 0\n")
+    conda.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{root / 'bin'}:/usr/bin:/bin")
+    monkeypatch.setenv("ENVKIT_HOME", str(tmp_path / "home"))
+    in_conda = make_env(root / "envs" / "dl")
+    assert "conda activate dl" in commands(in_conda) and "envkit shell dl" in commands(in_conda)
+    elsewhere = make_env(tmp_path / "p" / "x")
+    assert f"conda activate {elsewhere}" in commands(elsewhere)
+
+
+def test_torch_and_cuda_in_the_display_name(tmp_path: Path) -> None:
+    by_envkit = make_env(tmp_path / "a")
+    (by_envkit / ".envkit").mkdir()
+    (by_envkit / ".envkit" / "create.json").write_text(json.dumps({"selection": {"torch": "2.9.1", "cuda": "12.8"}}))
+    assert display_name("a", by_envkit) == "Python (envkit: a, torch 2.9.1, CUDA 12.8)"
+    legacy = make_env(tmp_path / "b")
+    (legacy / "conda-meta" / "pytorch-2.5.1-py3.12_cuda12.4_cudnn9.1.0_0.json").write_text(
+        json.dumps({"name": "pytorch", "version": "2.5.1", "build": "py3.12_cuda12.4_cudnn9.1.0_0"}))
+    assert torch_of(legacy) == ("2.5.1", "CUDA 12.4")
+    wheel = make_env(tmp_path / "c")
+    (wheel / "lib" / "python3.12" / "site-packages" / "torch-2.7.1+cu126.dist-info").mkdir(parents=True)
+    assert torch_of(wheel) == ("2.7.1", "CUDA 12.6")
+    cpu = make_env(tmp_path / "d")
+    (cpu / "conda-meta" / "pytorch-2.13.0-cpu_generic_py312_h0_0.json").write_text(
+        json.dumps({"name": "pytorch", "version": "2.13.0", "build": "cpu_generic_py312_h0_0"}))
+    assert display_name("d", cpu) == "Python (envkit: d, torch 2.13.0, CPU)"
+    assert torch_of(make_env(tmp_path / "e")) == (None, None)
+
+
+def test_kernel_spec_and_where_it_goes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    prefix = make_env(tmp_path / "envs" / "My.Env")
+    (prefix / "conda-meta" / "state").write_text(json.dumps({"env_vars": {"A": "$x", "GONE": "***unset***"}}))
+    spec = kernel_spec(prefix, "My.Env")
+    assert spec["argv"] == [str(prefix / "bin/python"), "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    assert spec["env"] == {"A": "$$x", "PATH": f"{prefix}/bin:${{PATH}}", "CONDA_PREFIX": str(prefix),
+                           "CONDA_DEFAULT_ENV": "My.Env"}
+    assert spec["metadata"]["envkit"]["prefix"] == str(prefix)
+    assert kernel_name("My.Env") == "envkit-my.env"
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "jd"))
+    assert kernels_dir() == tmp_path / "jd" / "kernels"
+    monkeypatch.delenv("JUPYTER_DATA_DIR")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    assert kernels_dir() == tmp_path / "xdg" / "jupyter" / "kernels"
