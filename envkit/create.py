@@ -51,7 +51,30 @@ def _prepare(opts: CreateOptions, timer: Timer) -> tuple[EnvFile, Selection | No
                               mirror=opts.mirror, driver_version=opts.driver_version,
                               compute_capabilities=opts.compute_capabilities, catalogue_mode=opts.catalogue,
                               channels=opts.channels)
+    if opts.file is not None and rendered.selection is not None:
+        _keep_pinned_gpu_build(opts, rendered.selection)
     return rendered.envfile, rendered.selection, rendered.machine, rendered.changes
+
+
+def _keep_pinned_gpu_build(opts: CreateOptions, selection: Selection) -> None:
+    """A file that pins a CUDA build (`pytorch=2.13.0=*cuda*`, as `envkit export` writes) must not turn
+    into a CPU env because this machine has no GPU (CI, Docker, login node): that is the silent CPU
+    build the selector exists to prevent (issue 12). Only an explicit --cuda cpu asks for that."""
+    if selection.is_gpu or opts.request.cuda == "cpu" or opts.file is None:
+        return
+    from envkit.render.adapt import parse_file
+    from envkit.render.envfile import parse_conda_spec
+
+    pinned = [d for d in parse_file(opts.file).conda
+              if "cuda" in parse_conda_spec(d).build.lower() and parse_conda_spec(d).name in (
+                  "pytorch", "torchvision", "torchaudio", "pytorch-gpu")]
+    if pinned:
+        raise EngineError(
+            f"{opts.file.name} pins a CUDA build ({', '.join(pinned)}), but this machine's selection is a CPU build "
+            f"({selection.reasons[0] if selection.reasons else 'no usable GPU'}); nothing was installed",
+            "plan for the target GPU with --cuda X.Y (or --driver-version/--compute-capability), take the file "
+            "as is with --no-adapt (and CONDA_OVERRIDE_CUDA=X.Y on a GPU-less host), or pass --cuda cpu if a "
+            "CPU build is really wanted")
 
 
 def envfile_as_is(path: Path, name: str) -> EnvFile:

@@ -64,6 +64,10 @@ def test_yaml_keeps_the_gpu_build_or_fails_loudly(capsys: pytest.CaptureFixture[
                             "--no-verify", "-q")
     assert code == 1 and "__cuda" in err and "CONDA_OVERRIDE_CUDA" in err  # loud, and says how to fix it
     assert not (isolated / "envs" / "copy").exists()  # no CPU env left behind
+    # the default (adapting) path refuses to turn the pinned GPU build into a CPU one, too
+    code, _o, err = run_cli(capsys, "create", "copy", "--file", str(out), "--mirror", server.url, "--no-verify", "-q")
+    assert code == 1 and "pins a CUDA build (pytorch=2.13.0=*cuda*)" in err and "--cuda cpu" in err
+    assert not (isolated / "envs" / "copy").exists()
     monkeypatch.setenv("CONDA_OVERRIDE_CUDA", "13.0")  # the build host told which GPU it builds for
     code, _o, err = run_cli(capsys, "create", "copy", "--file", str(out), "--no-adapt", "--mirror", server.url,
                             "--no-verify", "-q")
