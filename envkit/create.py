@@ -308,10 +308,15 @@ def _recreate_envfile(name: str, source: Path, kind: str) -> tuple[EnvFile, Any]
     if kind == "lock":
         from envkit.lockfile import current_platform, pip_lines, read_lock
 
+        from envkit.render.envfile import check_pip_line, check_variables
+
         lock = read_lock(source)
         entry = lock.platform(current_platform())
         channels = lock.channels or tuple(dict.fromkeys(c.channel_url for c in entry.conda))
-        return EnvFile(name, channels, (), pip_lines(lock, entry), lock.variables, ()), (lock, entry)
+        # a lock is input like any file: its PyPI entries and variables pass the same checks as a pip section
+        pip = tuple(check_pip_line(line, f"{source}: pypi") for line in pip_lines(lock, entry))
+        variables = check_variables(dict(lock.variables), f"{source}: variables")
+        return EnvFile(name, channels, (), pip, variables, ()), (lock, entry)
     from envkit.export import read_sidecar
 
     pip, variables = read_sidecar(source)

@@ -285,3 +285,15 @@ def test_mirror_installed_conda_env_exports_canonical_urls(capsys: pytest.Captur
     assert pypi["requests"]["version"] == "2.32.3" and pypi["requests"]["pypi"] == "https://pypi.org/simple/requests/"
     assert pypi["mylib"]["pypi"].startswith("git+https://github.com/org/mylib.git@")
     assert "localpkg" not in pypi and "left out: localpkg is an editable install" in err
+
+
+def test_a_hostile_lock_cannot_inject_pip_options(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from envkit.lockfile import current_platform
+
+    lock = tmp_path / "evil.lock"
+    lock.write_text(f"version: 6\nenvironments:\n  default:\n    channels: [{{url: conda-forge}}]\n"
+                    f"    packages:\n      {current_platform()}:\n      - pypi: https://x.example/a-1.0-py3-none-any.whl\n"
+                    "packages:\n- pypi: https://x.example/a-1.0-py3-none-any.whl\n"
+                    "  name: \"a\\n--index-url http://evil.example/simple\"\n  version: '1.0'\n")
+    code, _o, err = run_cli(capsys, "create", "evil", "--lock", str(lock), "--no-verify", "-q")
+    assert code != 0 and "evil.lock: pypi" in err
