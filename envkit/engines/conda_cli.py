@@ -240,7 +240,8 @@ def _missing_specs(text: str, data: dict[str, Any]) -> list[str] | None:
 def settle_in_place(prefix: Path, build: Callable[[Path], None]) -> None:
     """Build at the final name; a failure (or Ctrl-C) removes the half-made env and puts back the old
     env a --force moved aside. The orchestrator may pass its own `settle` (locks, journal, verify-gated
-    replacement) to create_external instead: engines never import the orchestrator."""
+    replacement) to create_external instead: engines never import the orchestrator. A settle that
+    returns `(verify report, old env restored)` has verified the env itself; None: verify follows."""
     old = None
     if prefix.exists():
         old = prefix.parent / f"{OLD}.{prefix.name}.{os.getpid()}.0"
@@ -259,7 +260,7 @@ def settle_in_place(prefix: Path, build: Callable[[Path], None]) -> None:
 
 def create_external(opts: Any, envfile: EnvFile, env_text: str, selection: Selection | None, machine: Machine,
                     prefix: Path, timer: Any, notes: list[str], on_line: Callable[[str], None] | None,
-                    settle: Callable[[Path, Callable[[Path], None]], Any] | None = None) -> Any:
+                    settle: Callable[[Path, Callable[[Path], None]], tuple[Any, bool] | None] | None = None) -> Any:
     from envkit.condarc import register_env
     from envkit.engines.base import plan_guard
 
@@ -305,13 +306,13 @@ def create_external(opts: Any, envfile: EnvFile, env_text: str, selection: Selec
             write_meta(target, opts, env_text, selection, machine, installed, timer, cuda,
                        engine_version=f"{opts.engine} {version}")
 
-        (settle or settle_in_place)(prefix, build)
+        settled = (settle or settle_in_place)(prefix, build)
     register_env(prefix)
-    report = None
-    if not opts.no_verify:
+    report, restored = settled if settled is not None else (None, False)
+    if settled is None and not opts.no_verify:
         from envkit.stages import verify_env
 
         with timer.phase("verify"):
             report = verify_env(prefix=str(prefix), timeout=opts.verify_timeout, quick=True)
     return CreateResult(prefix, tuple(installed), selection, machine, timer.phases, False, env_text, report,
-                        envfile.pip, engine=opts.engine, notes=tuple(notes))
+                        envfile.pip, engine=opts.engine, notes=tuple(notes), restored_old=restored)
