@@ -7,7 +7,6 @@ imported inside the commands so that `envkit --help` stays instant.
 from __future__ import annotations
 
 import os
-import re
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -15,42 +14,14 @@ from typing import Any
 import click
 
 from envkit import __version__
+from envkit.cli_checks import _check_cc, _check_cuda, _check_driver, _check_python  # noqa: F401 (also used here)
 from envkit.config import ENV_VARS
 from envkit.errors import EnvkitError, ExitCode
 
-_CUDA_RE = re.compile(r"^\d{1,2}\.\d{1,2}$")
-_DRIVER_RE = re.compile(r"^\d{3,4}(\.\d{1,3}){1,2}$")
-_CC_RE = re.compile(r"^\d{1,2}\.\d$")
-_PY_RE = re.compile(r"^3\.\d{1,2}t?$")
-
 EPILOG = "\b\nEnvironment variables:\n" + "\n".join(f"  {k:<22} {v}" for k, v in ENV_VARS.items()) + (
+    "\n\n\b\nPrecedence: command-line flags > ENVKIT_* > CONDA_OVERRIDE_CUDA > detection"
     "\n\n\b\nExit codes: 0 ok, 1 envkit error, 2 usage error, 3 verify FAILED, 4 verify SKIPPED (no usable GPU), "
     "5 doctor found problems")
-
-
-def _check_cuda(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
-    if value is None or value in ("auto", "cpu") or _CUDA_RE.match(value):
-        return value
-    raise click.BadParameter(f"{value!r}: use auto, cpu or a CUDA version like 12.4 or 13.0")
-
-
-def _check_driver(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
-    if value is None or _DRIVER_RE.match(value):
-        return value
-    raise click.BadParameter(f"{value!r}: use an NVIDIA driver version like 550.54.15 or 580.65.06")
-
-
-def _check_cc(_ctx: click.Context, _param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
-    for item in value:
-        if not _CC_RE.match(item) or not (3 <= int(item.split(".")[0]) <= 15):
-            raise click.BadParameter(f"{item!r}: use a compute capability like 8.6, 9.0 or 12.0 (one per GPU)")
-    return value
-
-
-def _check_python(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
-    if value is None or _PY_RE.match(value):
-        return value
-    raise click.BadParameter(f"{value!r}: use a Python version like 3.11 or 3.12")
 
 
 def selection_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -246,7 +217,8 @@ def render(spec: str | None, from_file: str | None, spec_path: str | None, outpu
               help="Create from this environment.yml (adapted to this machine unless --no-adapt).")
 @click.option("--no-adapt", is_flag=True, help="Take --file literally (no CUDA replacement).")
 @click.option("--lock", "lock_file", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="Recreate the exact package set of a lock file (envkit export --format lock), no solve.")
+              help="Recreate this platform's packages of a lock (envkit lock, export --format lock, pixi.lock "
+                   "v6/v7), no solve.")
 @click.option("--mirror", default=None, envvar="ENVKIT_MIRROR", help="Mirror profile or URL for channels and PyPI.")
 @click.option("--channel", "channels", multiple=True, metavar="URL",
               help="Use these channels instead of the file's (repeatable; file://, http(s)://).")
@@ -324,27 +296,58 @@ def create(name: str, spec: str | None, env_file: str | None, no_adapt: bool, lo
 @click.option("--from-history", is_flag=True, help="Only what was asked for, pinned to the installed versions.")
 @click.option("--no-pip", is_flag=True, help="Leave out the pip section.")
 @click.option("--name", "env_name", default=None, help="Name written into the file.")
-@click.option("--strict", is_flag=True, help="Fail on packages that cannot be recreated (editable, local path).")
+@click.option("--strict", is_flag=True, help="Fail on what the file cannot recreate (editable/local installs; "
+              "pip and variables of an explicit file without -o).")
+@click.option("--hash", "hash_kind", type=click.Choice(["sha256", "md5"]), default="sha256", show_default=True,
+              help="explicit: URL#<sha256> (conda >= 23) or URL#<md5> (any conda, conda-lock).")
+@click.option("--lock-version", type=click.Choice(["6", "7"]), default="6", show_default=True,
+              help="lock: rattler-lock 6 (pixi, conda-lockfiles) or 7 (py-rattler 0.28).")
+@click.option("--platform", "platforms", multiple=True, metavar="SUBDIR",
+              help="lock: solve the env's requested specs for these platforms (repeatable; see `envkit lock`).")
+@click.option("--mirror", default=None, envvar="ENVKIT_MIRROR",
+              help="With --platform: mirror for the solve (default: the one the env was created with).")
 def export(name: str | None, prefix: str | None, output: str | None, fmt: str, from_history: bool, no_pip: bool,
-           env_name: str | None, strict: bool) -> None:
+           env_name: str | None, strict: bool, hash_kind: str, lock_version: str, platforms: tuple[str, ...],
+           mirror: str | None) -> None:
     """A portable environment.yml (no prefix, no builds, pip kept), explicit list or lock file."""
     from pathlib import Path
 
     from envkit import output as out
     from envkit.errors import UsageError
-    from envkit.export import export_env
+    from envkit.export import SIDECAR_SUFFIX, export_env
     from envkit.fsutil import atomic_write_text
     from envkit.locations import find_prefix
 
-    if fmt != "yaml" and (from_history or no_pip or env_name):
-        raise UsageError("--from-history, --no-pip and --name apply to --format yaml only",
+    if fmt != "yaml" and (from_history or env_name):
+        raise UsageError("--from-history and --name apply to --format yaml only",
                          f"envkit export {name or ''} --format {fmt}")
+    if platforms and fmt != "lock":
+        raise UsageError("--platform applies to --format lock", f"envkit export {name or ''} --format lock "
+                         + " ".join(f"--platform {p}" for p in platforms))
     path = find_prefix(name, prefix)
-    kwargs = {"name": env_name, "from_history": from_history, "no_pip": no_pip, "strict": strict} if fmt == "yaml" else {}
+    if platforms:
+        from envkit.cli_lock import write_result
+        from envkit.locking import lock_from_prefix
+
+        write_result(lock_from_prefix(path, platforms, mirror=_from_config(mirror, "mirror")), output,
+                     int(lock_version))
+        return
+    sidecar_name = Path(output).name + SIDECAR_SUFFIX if output and fmt == "explicit" else None
+    kwargs: dict[str, object] = {"strict": strict, "no_pip": no_pip}
+    if fmt == "yaml":
+        kwargs.update(name=env_name, from_history=from_history)
+    elif fmt == "explicit":
+        kwargs.update(sidecar_name=sidecar_name, hash_kind=hash_kind)
+    else:
+        kwargs.update(version=int(lock_version))
     result = export_env(path, fmt=fmt, **kwargs)
     for warning in result.warnings:
         out.plain(f"warning: {warning}", err=True)
     if output:
+        if result.sidecar is not None and sidecar_name:
+            side = Path(output).parent / sidecar_name
+            atomic_write_text(side, result.sidecar)
+            out.plain(f"wrote {side} (pip packages and variables the explicit format cannot hold)", err=True)
         atomic_write_text(Path(output), result.text)
         out.plain(f"wrote {output}", err=True)
     else:
@@ -402,6 +405,9 @@ def remove(name: str, yes: bool, not_envkit: bool) -> None:
 # Verbs kept in their own modules, registered here; each module imports only click at import time
 # and keeps heavy imports inside its commands, so `envkit --help` stays instant.
 # -- lock (issue 12) --
+from envkit import cli_lock  # noqa: E402
+
+cli_lock.register(cli, EPILOG, selection_options, _request, _from_config)
 
 
 # -- bundle and fleet (issue 13) --

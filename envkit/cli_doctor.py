@@ -14,16 +14,7 @@ SHELLS = ("bash", "zsh", "fish")
 COMPLETE_VAR = "_ENVKIT_COMPLETE"  # click's convention: _<PROG>_COMPLETE=<shell>_source
 
 
-def _check_driver(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    from envkit.cli import _check_driver as check  # at call time envkit.cli is fully loaded
-
-    return check(ctx, param, value)
-
-
-def _check_cc(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
-    from envkit.cli import _check_cc as check
-
-    return check(ctx, param, value)
+from envkit.cli_checks import _check_cc, _check_driver  # noqa: E402
 
 
 def _env_names(_ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[Any]:
@@ -85,7 +76,7 @@ def completion(shell: str) -> None:
     """Print the shell completion script: eval "$(envkit completion bash)" (zsh, fish alike)."""
     from click.shell_completion import get_completion_class
 
-    from envkit.cli import cli
+    cli = click.get_current_context().find_root().command  # the `envkit` group (no import of envkit.cli)
 
     cls = get_completion_class(shell)
     assert cls is not None  # SHELLS are the ones click ships

@@ -12,98 +12,23 @@ from __future__ import annotations
 import json
 import re
 import signal
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from envkit import __version__, proc
-from envkit.errors import EngineError, EnvExistsError, EnvkitError, PlanGuardError, UsageError
+from envkit import proc
+from envkit.condarc import drop_cache_tag, register_env
+from envkit.engines.base import (ENGINES, CreateOptions, CreateResult, Timer,  # noqa: F401 (API)
+                                 cuda_override_for, pip_guard, plan_guard, update_meta_phases, write_history,
+                                 write_meta, write_state)
+from envkit.errors import EngineError, EnvExistsError, EnvkitError, UsageError
 from envkit.locations import META_DIR, check_name, default_prefix
-from envkit.models import Machine, Request, Selection
+from envkit.models import Machine, Selection
 from envkit.render.envfile import EnvFile
 from envkit.secrets import redact
 from envkit.verify.report import VerifyReport
-
-ENGINES = ("rattler", "conda", "mamba", "micromamba")
-
-
-@dataclass(frozen=True)
-class CreateOptions:
-    name: str
-    spec: str | None = None
-    file: Path | None = None
-    lock: Path | None = None
-    no_adapt: bool = False
-    request: Request = field(default_factory=Request)
-    flavor_given: bool = False
-    mirror: str | None = None
-    channels: tuple[str, ...] = ()
-    prefix: Path | None = None
-    engine: str = "rattler"
-    dry_run: bool = False
-    force: bool = False
-    no_verify: bool = False
-    not_envkit: bool = False  # --force may replace an env envkit cannot prove it made
-    require_gpu: bool = False
-    driver_version: str | None = None
-    compute_capabilities: tuple[str, ...] = ()
-    argv: tuple[str, ...] = ("envkit", "create")
-    verify_timeout: float = 300.0
-    catalogue: str = "auto"  # auto | offline | refresh: where selection learns what the channels publish
-
-
-@dataclass(frozen=True)
-class CreateResult:
-    prefix: Path
-    packages: tuple[Any, ...]  # PlannedPackage
-    selection: Selection | None
-    machine: Machine
-    phases: dict[str, float]
-    dry_run: bool
-    env_file: str
-    verify: VerifyReport | None = None
-    pip_lines: tuple[str, ...] = ()
-    engine: str = "rattler"
-    notes: tuple[str, ...] = ()
-    changes: tuple[str, ...] = ()  # what --file adaptation changed
-    virtual_packages: tuple[str, ...] = ()  # what the solve assumed (__cuda, __glibc, ...)
-    restored_old: bool = False  # --force whose rebuild FAILed verify: the old env is back
-
-    @property
-    def download_bytes(self) -> int:
-        return sum(p.size or 0 for p in self.packages if not p.cached)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "prefix": str(self.prefix), "dry_run": self.dry_run, "engine": self.engine,
-            "selection": self.selection.to_json() if self.selection else None,
-            "packages": [{k: v for k, v in asdict(p).items() if k in (
-                "name", "version", "build", "channel", "subdir", "size", "cached")} for p in self.packages],
-            "pip": list(self.pip_lines),
-            "download_bytes": self.download_bytes,
-            "phases_s": {k: round(v, 3) for k, v in self.phases.items()},
-            "verify": self.verify.to_json() if self.verify else None,
-            "notes": list(self.notes),
-            "changes": list(self.changes),
-            "virtual_packages": list(self.virtual_packages),
-            "restored_old": self.restored_old,
-        }
-
-
-class Timer:
-    def __init__(self) -> None:
-        self.phases: dict[str, float] = {}
-
-    @contextmanager
-    def phase(self, name: str) -> Iterator[None]:
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.phases[name] = self.phases.get(name, 0.0) + time.perf_counter() - start
 
 
 # -- what to install ----------------------------------------------------------------------------
@@ -125,7 +50,30 @@ def _prepare(opts: CreateOptions, timer: Timer) -> tuple[EnvFile, Selection | No
                               mirror=opts.mirror, driver_version=opts.driver_version,
                               compute_capabilities=opts.compute_capabilities, catalogue_mode=opts.catalogue,
                               channels=opts.channels)
+    if opts.file is not None and rendered.selection is not None:
+        _keep_pinned_gpu_build(opts, rendered.selection)
     return rendered.envfile, rendered.selection, rendered.machine, rendered.changes
+
+
+def _keep_pinned_gpu_build(opts: CreateOptions, selection: Selection) -> None:
+    """A file that pins a CUDA build (`pytorch=2.13.0=*cuda*`, as `envkit export` writes) must not turn
+    into a CPU env because this machine has no GPU (CI, Docker, login node): that is the silent CPU
+    build the selector exists to prevent (issue 12). Only an explicit --cuda cpu asks for that."""
+    if selection.is_gpu or opts.request.cuda == "cpu" or opts.file is None:
+        return
+    from envkit.render.adapt import parse_file
+    from envkit.render.envfile import parse_conda_spec
+
+    pinned = [d for d in parse_file(opts.file).conda
+              if "cuda" in parse_conda_spec(d).build.lower() and parse_conda_spec(d).name in (
+                  "pytorch", "torchvision", "torchaudio", "pytorch-gpu")]
+    if pinned:
+        raise EngineError(
+            f"{opts.file.name} pins a CUDA build ({', '.join(pinned)}), but this machine's selection is a CPU build "
+            f"({selection.reasons[0] if selection.reasons else 'no usable GPU'}); nothing was installed",
+            "plan for the target GPU with --cuda X.Y (or --driver-version/--compute-capability), take the file "
+            "as is with --no-adapt (and CONDA_OVERRIDE_CUDA=X.Y on a GPU-less host), or pass --cuda cpu if a "
+            "CPU build is really wanted")
 
 
 def envfile_as_is(path: Path, name: str) -> EnvFile:
@@ -141,112 +89,6 @@ def envfile_as_is(path: Path, name: str) -> EnvFile:
     deps = tuple(parse_conda_spec(d, f"{path}: dependencies").render() for d in parsed.conda)
     pip = tuple(check_pip_line(p, f"{path}: pip") for p in parsed.pip)
     return EnvFile(name, channels, deps, pip, parsed.variables, (f"taken as is from {path.name} (--no-adapt)",))
-
-
-def cuda_override_for(opts: CreateOptions, machine: Machine, selection: Selection | None) -> str | None:
-    """The __cuda the solve assumes: --cuda X.Y, CONDA_OVERRIDE_CUDA, or a simulated driver's CUDA;
-    None lets rattler detect the real driver ("" removes __cuda, as an empty CONDA_OVERRIDE_CUDA does)."""
-    cuda = opts.request.cuda
-    if cuda not in ("auto", "cpu", ""):
-        return cuda
-    if machine.cuda_override is not None:
-        return machine.cuda_override
-    if machine.simulated and machine.driver is not None:
-        return machine.driver.cuda or ""
-    return None
-
-
-# -- the plan guard ------------------------------------------------------------------------------
-_CPU_BUILD = re.compile(r"^cpu[_-]|(^|_)cpu(_|$)")
-
-
-def plan_guard(selection: Selection | None, packages: Sequence[Any], specs: Sequence[str]) -> None:
-    """A GPU build was selected but the solution holds a CPU torch: stop before any download."""
-    if selection is None or not selection.is_gpu:
-        return
-    by_name = {p.name: p for p in packages}
-    culprit = None
-    torch = by_name.get("pytorch")
-    mutex = by_name.get("pytorch-mutex")
-    if "cpuonly" in by_name:
-        culprit = "cpuonly"
-    elif mutex is not None and mutex.build.startswith("cpu"):
-        culprit = next((p.name for p in packages if any(d.startswith("pytorch-mutex") and "cpu" in d
-                                                            for d in p.depends)), "pytorch-mutex")
-    elif torch is not None and _CPU_BUILD.search(torch.build):
-        culprit = "pytorch"
-    if culprit is None:
-        _variant_guard(selection, by_name)
-        return
-    detail = f" (pulled in through {_blame(culprit, by_name, specs)!r})"
-    build = torch.build if torch else "?"
-    raise PlanGuardError(
-        f"the solved plan installs a CPU build of PyTorch (pytorch {build}) although a CUDA {selection.cuda} "
-        f"build was selected; the cause is {culprit}{detail}. Nothing was downloaded",
-        f"remove {culprit} from the environment file, or pin pytorch=*=cuda* (envkit render does), "
-        "or ask for a CPU env with --cuda cpu")
-
-
-def _variant_guard(selection: Selection, by_name: dict[str, Any]) -> None:
-    """The solved CUDA build must be the selected one: conda-forge `cuda130_*` with cuda-version 13.0,
-    the pytorch channel's `*_cuda12.4_*` with pytorch-cuda 12.4 (issue 11). Stops before any download."""
-    torch = by_name.get("pytorch")
-    if torch is None or selection.cuda is None:
-        return
-    want = selection.cuda
-    if selection.flavor == "conda-forge":
-        build_ok = torch.build.startswith(f"cuda{want.replace('.', '')}")
-        pin = by_name.get("cuda-version")
-        pin_name = "cuda-version"
-    elif selection.flavor == "pytorch":
-        build_ok = f"cuda{want}" in torch.build
-        pin = by_name.get("pytorch-cuda")
-        pin_name = "pytorch-cuda"
-    else:
-        return
-    pin_ok = pin is None or pin.version == want or pin.version.startswith(want + ".")
-    if build_ok and pin_ok:
-        return
-    solved = f"pytorch {torch.version} {torch.build}" + (f" with {pin_name} {pin.version}" if pin else "")
-    raise PlanGuardError(
-        f"the solved plan installs {solved}, but the selection was torch {selection.torch} {selection.variant} "
-        f"with {pin_name} {want}; installing it would give a different CUDA build than the one checked against "
-        "this machine. Nothing was downloaded",
-        (f"pin pytorch=*={selection.variant}* and cuda-version={want}" if selection.flavor == "conda-forge" else
-         f"pin pytorch-cuda={want}") + " in the environment file, or re-render it "
-        "(envkit render --refresh reads what the channel publishes now)")
-
-
-def _spec_name(spec: str) -> str:
-    return re.split(r"[\s=<>!~\[]", spec.split("::")[-1], maxsplit=1)[0]
-
-
-def _blame(culprit: str, by_name: dict[str, Any], specs: Sequence[str]) -> str:
-    """The requested spec whose dependency tree reaches `culprit` (itself if it was asked for)."""
-    for spec in specs:
-        seen: set[str] = set()
-        todo = [_spec_name(spec)]
-        while todo:
-            name = todo.pop()
-            if name == culprit:
-                return spec
-            if name in seen or name not in by_name:
-                continue
-            seen.add(name)
-            todo += [_spec_name(d) for d in by_name[name].depends]
-    return culprit
-
-
-def pip_guard(selection: Selection | None, requirements: Sequence[tuple[str, str]]) -> None:
-    """The pip side of the guard: a +cpu torch wheel when a GPU build was selected."""
-    if selection is None or not selection.is_gpu:
-        return
-    for name, version in requirements:
-        if name.lower() in ("torch", "torchvision", "torchaudio") and version.endswith("+cpu"):
-            raise PlanGuardError(
-                f"pip would install {name}=={version}, a CPU wheel, although CUDA {selection.cuda} was selected",
-                f"use the PyTorch index for the selection ({selection.pip_index_url}) and pin "
-                f"{name}==<version>+{selection.variant}")
 
 
 # -- staging and sweeping: envkit/staging.py; what may be replaced: envkit/ownership.py --------------
@@ -347,6 +189,7 @@ def _run_pip(prefix: Path, lines: Sequence[str], selection: Selection | None, on
     try:
         planned = json.loads(report.read_text())["install"]
         pairs = [(i["metadata"]["name"], i["metadata"]["version"]) for i in planned]
+        _keep_pip_provenance(prefix, planned)
     except (OSError, ValueError, KeyError):
         pairs = []
     finally:
@@ -358,6 +201,22 @@ def _run_pip(prefix: Path, lines: Sequence[str], selection: Selection | None, on
                           f"{redact(done.stdout.strip()[-1500:])}",
                           "nothing was left behind; fix the pip section or the index, then run again")
     return tuple(f"{n}=={v}" for n, v in pairs)
+
+
+def _keep_pip_provenance(prefix: Path, planned: Sequence[Any]) -> None:
+    """Where each wheel came from (URL without credentials, sha256): `envkit export --format lock` writes
+    real PyPI entries from it. pip's own report is not kept (its URLs may carry an index's credentials)."""
+    from envkit.export import PIP_PROVENANCE
+    from envkit.render.mirrors import strip_credentials
+
+    rows = []
+    for item in planned:
+        info = item.get("download_info") or {}
+        url = redact(strip_credentials(str(info.get("url") or ""))[0])
+        digest = ((info.get("archive_info") or {}).get("hashes") or {}).get("sha256")
+        rows.append({"name": item["metadata"]["name"], "version": item["metadata"]["version"], "url": url,
+                     "sha256": digest})
+    (prefix / META_DIR / PIP_PROVENANCE).write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
 
 
 # -- the whole flow -----------------------------------------------------------------------------
@@ -385,6 +244,26 @@ def _channels_of(path: Path, kind: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(urls))
 
 
+def _recreate_envfile(name: str, source: Path, kind: str) -> tuple[EnvFile, Any]:
+    """What an explicit file (+ its sidecar) or a lock holds besides conda packages: pip, variables."""
+    if kind == "lock":
+        from envkit.lockfile import current_platform, pip_lines, read_lock
+
+        from envkit.render.envfile import check_pip_line, check_variables
+
+        lock = read_lock(source)
+        entry = lock.platform(current_platform())
+        channels = lock.channels or tuple(dict.fromkeys(c.channel_url for c in entry.conda))
+        # a lock is input like any file: its PyPI entries and variables pass the same checks as a pip section
+        pip = tuple(check_pip_line(line, f"{source}: pypi") for line in pip_lines(lock, entry))
+        variables = check_variables(dict(lock.variables), f"{source}: variables")
+        return EnvFile(name, channels, (), pip, variables, ()), (lock, entry)
+    from envkit.export import read_sidecar
+
+    pip, variables = read_sidecar(source)
+    return EnvFile(name, _channels_of(source, kind), (), pip, variables, ()), None
+
+
 def create_env(opts: CreateOptions, progress: Any = None, on_line: Any = None) -> CreateResult:
     check_name(opts.name)
     if opts.engine not in ENGINES:
@@ -402,7 +281,7 @@ def create_env(opts: CreateOptions, progress: Any = None, on_line: Any = None) -
             machine = detect(driver_version=opts.driver_version, compute_capabilities=opts.compute_capabilities,
                              cuda=opts.request.cuda)
         source, kind = recreate
-        envfile = EnvFile(opts.name, _channels_of(source, kind), (), (), (), ())
+        envfile, locked = _recreate_envfile(opts.name, source, kind)
         selection = None
         changes: tuple[str, ...] = ()
         env_text = redact(source.read_text(encoding="utf-8", errors="replace"))
@@ -493,8 +372,9 @@ def _engine_run(opts: CreateOptions, envfile: EnvFile, env_text: str, selection:
     engine = RattlerEngine(settings, progress)
     if recreate is not None:
         source, kind = recreate
+        locked = _recreate_envfile(opts.name, source, kind)[1]
         with timer.phase("solve"):
-            packages = tuple(engine.load_lock(source) if kind == "lock" else engine.load_explicit(source))
+            packages = tuple(engine.load_locked(locked) if locked is not None else engine.load_explicit(source))
         specs = [p.name for p in packages]
     else:
         specs = list(envfile.dependencies)
@@ -519,19 +399,21 @@ def _engine_run(opts: CreateOptions, envfile: EnvFile, env_text: str, selection:
         with timer.phase("download+link"):
             engine.install(staging, prefix)
         engine.stamp_fresh()
+        drop_cache_tag(staging)
         if envfile.pip:
             with timer.phase("pip"):
                 pip_installed = _run_pip(staging, envfile.pip, selection, on_line)
             _fix_shebangs(staging, staging, prefix)
             _fix_editables(staging, prefix)
-        _write_meta(staging, opts, env_text, selection, machine, packages, timer, settings.cuda_override)
-        _write_state(staging, envfile)
-        _write_history(staging, opts, packages, specs)
+        write_meta(staging, opts, env_text, selection, machine, packages, timer, settings.cuda_override)
+        write_state(staging, envfile)
+        write_history(staging, opts, packages, specs)
 
     with _term_as_interrupt():
         report, restored = install_and_settle(opts, prefix, build, replacing, timer, notes)
     if not restored:
-        _update_meta_phases(prefix, timer)
+        register_env(prefix)  # ~/.conda/environments.txt, as conda does: `conda env list` shows it
+        update_meta_phases(prefix, timer)
     return CreateResult(prefix, packages, selection, machine, timer.phases, False, env_text, report,
                         pip_installed, notes=tuple(notes), changes=changes, restored_old=restored)
 
@@ -634,45 +516,3 @@ def _drop_half_made(prefix: Path) -> None:
     if (prefix / "conda-meta").is_dir() or not any(prefix.iterdir()):
         with quiet_signals():
             trash(prefix)
-
-
-def _write_meta(prefix: Path, opts: CreateOptions, env_text: str, selection: Selection | None, machine: Machine,
-                packages: Sequence[Any], timer: Timer, cuda_override: str | None) -> None:
-    from envkit.output import machine_json
-
-    meta = prefix / META_DIR
-    meta.mkdir(parents=True, exist_ok=True)
-    (meta / "environment.yml").write_text(env_text, encoding="utf-8")
-    data = {
-        "envkit_version": __version__, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "name": opts.name, "spec": opts.spec, "file": str(opts.file) if opts.file else None,
-        "engine": opts.engine, "mirror": redact(opts.mirror) if opts.mirror else None,
-        "cuda_override": cuda_override, "selection": selection.to_json() if selection else None,
-        "machine": machine_json(machine), "packages": len(packages), "phases_s": {},
-        "command": redact(" ".join(opts.argv)),
-    }
-    (meta / "create.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-
-
-def _write_state(prefix: Path, envfile: EnvFile) -> None:
-    """`variables:` go where conda keeps them (conda-meta/state), so `conda activate` exports them too."""
-    if envfile.variables:
-        state = prefix / "conda-meta" / "state"
-        state.write_text(json.dumps({"env_vars": dict(envfile.variables)}, indent=2) + "\n", encoding="utf-8")
-
-
-def _update_meta_phases(prefix: Path, timer: Timer) -> None:
-    path = prefix / META_DIR / "create.json"
-    try:
-        data = json.loads(path.read_text())
-        data["phases_s"] = {k: round(v, 3) for k, v in timer.phases.items()}
-        path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    except (OSError, ValueError):
-        pass
-
-
-def _write_history(prefix: Path, opts: CreateOptions, packages: Sequence[Any], specs: Sequence[str]) -> None:
-    from envkit.history import Dist, append, revision_block
-
-    dists = [Dist(p.channel, p.subdir, p.name, p.version, p.build) for p in packages]
-    append(prefix, revision_block([redact(a) for a in opts.argv], dists, [], specs))

@@ -1,7 +1,7 @@
 """conda-meta/history in conda's own format, so `conda env export --from-history` and
 `conda list --revisions` work on envkit envs (py-rattler leaves the file empty).
 
-Format (conda/history.py): a `==> YYYY-MM-DD HH:MM:SS <==` header, `# cmd: ...`, `# conda version:`,
+Format (conda/history.py): a `==> YYYY-MM-DD HH:MM:SS <==` header, `# cmd: ...`, `# engine:` (in place of `# conda version:`),
 `+channel/subdir::name-version-build` lines, `# update specs: [...]` (a Python list literal).
 """
 
@@ -17,8 +17,6 @@ from pathlib import Path
 
 from envkit import __version__
 
-# The conda version we write for tools that parse it; envkit's own version follows on its own line.
-CONDA_COMPAT_VERSION = "26.7.1"
 
 
 @dataclass(frozen=True)
@@ -34,12 +32,15 @@ class Dist:
 
 
 def revision_block(argv: Sequence[str], added: Iterable[Dist], removed: Iterable[Dist], specs: Sequence[str],
-                   *, action: str = "update", when: _dt.datetime | None = None) -> str:
+                   *, action: str = "update", when: _dt.datetime | None = None, engine: str | None = None) -> str:
+    """One revision. No `# conda version:` line: conda did not make it (conda's History parser needs only
+    `# cmd:`); the real engine (`# engine: py-rattler 0.28.0`) and envkit's version are named instead."""
     when = when or _dt.datetime.now()
     lines = [f"==> {when.strftime('%Y-%m-%d %H:%M:%S')} <==",
-             f"# cmd: {shlex.join(argv)}",
-             f"# conda version: {CONDA_COMPAT_VERSION}",
-             f"# envkit version: {__version__}"]
+             f"# cmd: {shlex.join(argv)}"]
+    if engine:
+        lines.append(f"# engine: {engine}")
+    lines.append(f"# envkit version: {__version__}")
     lines += [f"-{d.line()}" for d in sorted(removed, key=lambda d: d.name)]
     lines += [f"+{d.line()}" for d in sorted(added, key=lambda d: d.name)]
     lines.append(f"# {action} specs: {list(specs)!r}")

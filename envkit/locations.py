@@ -33,36 +33,16 @@ def conda_root() -> Path | None:
 
 
 def conda_envs_dirs() -> list[Path]:
-    """conda's envs_dirs in its own precedence: CONDA_ENVS_PATH, .condarc envs_dirs, <root>/envs, ~/.conda/envs."""
-    dirs: list[Path] = []
-    env_path = os.environ.get("CONDA_ENVS_PATH") or os.environ.get("CONDA_ENVS_DIRS")
-    if env_path:
-        dirs += [Path(p).expanduser() for p in env_path.split(os.pathsep) if p]
-    dirs += _condarc_envs_dirs()
+    """conda's envs_dirs in its own precedence: CONDA_ENVS_PATH, .condarc envs_dirs (every file conda
+    reads, $CONDARC included: envkit.condarc), <root>/envs, ~/.conda/envs."""
+    from envkit.condarc import envs_dirs
+
+    dirs: list[Path] = envs_dirs()
     root = conda_root()
     if root is not None:
         dirs.append(root / "envs")
         dirs.append(Path.home() / ".conda" / "envs")
-    seen: list[Path] = []
-    for d in dirs:
-        if d not in seen:
-            seen.append(d)
-    return seen
-
-
-def _condarc_envs_dirs() -> list[Path]:
-    import yaml
-
-    out: list[Path] = []
-    for rc in (Path.home() / ".condarc", Path.home() / ".conda" / ".condarc"):
-        try:
-            data = yaml.safe_load(rc.read_text(encoding="utf-8")) or {}
-        except (OSError, yaml.YAMLError):
-            continue
-        if isinstance(data, dict):
-            for item in data.get("envs_dirs") or []:
-                out.append(Path(os.path.expandvars(str(item))).expanduser())
-    return out
+    return list(dict.fromkeys(dirs))
 
 
 def _writable(directory: Path) -> bool:

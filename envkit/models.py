@@ -44,6 +44,22 @@ class Machine:
     def compute_capabilities(self) -> tuple[str, ...]:
         return tuple(sorted({g.compute_capability for g in self.gpus}, key=_cc_key))
 
+    def to_json(self) -> dict[str, Any]:
+        """The JSON shape of `envkit detect --json` and create.json (here so engines need not import output)."""
+        drv = self.driver
+        return {
+            "driver": None if drv is None else {"version": drv.version, "cuda": drv.cuda, "source": drv.source},
+            "gpus": [
+                {"index": g.index, "name": g.name, "compute_capability": g.compute_capability,
+                 "memory_mib": g.memory_mib, "uuid": g.uuid}
+                for g in self.gpus
+            ],
+            "gpus_hidden": self.gpus_hidden,
+            "cuda_override": self.cuda_override,
+            "simulated": self.simulated,
+            "notes": list(self.notes),
+        }
+
     def describe(self) -> str:
         """One line for headers and logs: driver, CUDA and GPUs."""
         if self.driver is None:

@@ -10,19 +10,7 @@ from envkit.models import DetectResult, Machine, Selection
 
 
 def machine_json(machine: Machine) -> dict[str, Any]:
-    drv = machine.driver
-    return {
-        "driver": None if drv is None else {"version": drv.version, "cuda": drv.cuda, "source": drv.source},
-        "gpus": [
-            {"index": g.index, "name": g.name, "compute_capability": g.compute_capability,
-             "memory_mib": g.memory_mib, "uuid": g.uuid}
-            for g in machine.gpus
-        ],
-        "gpus_hidden": machine.gpus_hidden,
-        "cuda_override": machine.cuda_override,
-        "simulated": machine.simulated,
-        "notes": list(machine.notes),
-    }
+    return machine.to_json()
 
 
 def detect_json(result: DetectResult) -> dict[str, Any]:

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import functools
+import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +19,31 @@ def data_dir(name: str) -> Path:
     return _PKG.parent / name  # source checkout
 
 
+def yaml_str(value: Any) -> str:
+    """A YAML double-quoted scalar (JSON strings are valid YAML); the templates' `yaml_str` filter.
+
+    It lives here, below render/, so render/envfile.py and the template loader share it without a cycle."""
+    return json.dumps(str(value), ensure_ascii=False)
+
+
+# A YAML plain scalar that reads back as the same string: no indicator first, no ': ', no ' #'.
+_PLAIN_RE = re.compile(r"^(?![-?:](\s|$))[A-Za-z0-9_./+(-][A-Za-z0-9_./=<>~+*!,|:@%()\[\]#-]*"
+                       r"( [A-Za-z0-9_./=<>~+*!,|:@%()\[\]-][A-Za-z0-9_./=<>~+*!,|:@%()\[\]#-]*)*$")
+
+
+def yaml_scalar(value: Any) -> str:
+    """Plain when YAML reads it back unchanged (keeps files as people write them), else double-quoted:
+    a marker such as `platform_system != "Windows"` or `pkg[version='>=1']` stays one string."""
+    text = str(value)
+    if _PLAIN_RE.match(text) and ": " not in text and not text.endswith(":") and text not in (
+            "null", "true", "false", "yes", "no", "on", "off", "~") and not re.fullmatch(r"[0-9.eE+-]+", text):
+        return text
+    return yaml_str(text)
+
+
 @functools.lru_cache(maxsize=1)
 def template_env() -> Any:
     import jinja2
-
-    from envkit.render.envfile import yaml_scalar, yaml_str
 
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(data_dir("templates"))),

@@ -328,6 +328,10 @@ def remove_env(prefix: Path, *, not_envkit: bool = False) -> Path:
         check_deletable(prefix, allow_foreign=not_envkit, verb="remove")
         real = Path(os.path.realpath(prefix))
         forget(real)
+        from envkit.condarc import unregister_env
+
+        for seen in {prefix, real}:
+            unregister_env(seen)  # conda's environments.txt forgets it too (issue 12)
         problem = trash(real)
     if problem:
         raise EnvkitError(f"{prefix} was removed from its name, but {problem}", None)

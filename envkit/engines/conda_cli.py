@@ -1,71 +1,293 @@
 """External engines (--engine conda|mamba|micromamba): the same flow, solved and installed by the
 user's own conda tool through the one subprocess wrapper.
 
-conda 26.7 / mamba: `<exe> env create -f FILE -p PREFIX`; micromamba: `micromamba create -y -f FILE -p PREFIX`.
-CONDA_OVERRIDE_CUDA carries the selection's CUDA level. A conda prefix is not relocatable, so the
-env is built at its final name under a locked journal (envkit/staging.py): a failure, Ctrl-C or a
-kill (at the next command's sweep) removes the half-made env and restores the old env of a --force.
+Which executable: conda -> $CONDA_EXE (set by `conda activate`/`conda init`), then PATH; micromamba ->
+$MAMBA_EXE when it names micromamba (its shell hook sets it), then PATH; mamba -> PATH, then a
+$MAMBA_EXE that names mamba. Its version (`<exe> --version`: "conda 26.7.1", micromamba "2.0.5")
+goes into create.json; the engine writes conda-meta/history itself, with its real version.
+
+argv (conda 26.7 `conda env create --help`, `conda create --help`; micromamba 2.x `micromamba create
+--help`: -f/--file, -p/--prefix, -c/--channel, --override-channels, --dry-run, --json, -y/--yes):
+- create:  conda|mamba `env create -f FILE -p PREFIX`; micromamba `create -y -f FILE -p PREFIX`;
+- dry run: `<exe> create --dry-run --json -y -p PREFIX --override-channels -c CH ... SPEC ...`, whose
+  JSON plan (`actions.LINK`/`actions.FETCH`, the same shape in conda and micromamba) becomes envkit's
+  plan table and goes through the plan guard. A GPU selection runs this plan first on a real create
+  too, so a CPU torch is refused before anything is downloaded.
+
+Channels: --channel replaces the file's; a --mirror's URLs are in the file (no credentials). When
+conda's own config maps channel names to a server (channel_alias / custom_channels, where conda keeps
+tokens), the names are passed instead so conda applies its config and its credentials; a mirror URL
+given with credentials becomes CONDA_CHANNEL_ALIAS in the engine's environment only. envkit never
+writes a credential to disk. CONDA_OVERRIDE_CUDA carries the selection's CUDA level.
+After the run, conda-meta is read for the real package list.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from envkit import proc
+from envkit.engines.base import OLD, CreateResult, PlannedPackage, cuda_override_for, write_meta
 from envkit.errors import EngineError
 from envkit.models import Machine, Selection
 from envkit.render.envfile import EnvFile
 from envkit.secrets import redact
 
-# what conda prints -> the fix to suggest (conda-behaviour.md §7)
-KNOWN_ERRORS = [
-    (r"PackagesNotFound|ResolvePackageNotFound", "a package is missing from the channels",
-     "check the channel list / mirror, or relax the pin"),
-    (r"UnsatisfiableError|LibMambaUnsatisfiableError|could not solve|conflicting requirements",
-     "the solver found no solution", "relax pins; for CUDA builds without a GPU set --cuda X.Y"),
-    (r"NoChannelsConfiguredError", "no channels configured", "the environment file needs a channels: list"),
-    (r"CondaHTTPError|HTTP 000|ConnectionError|Could not resolve host", "the channel could not be reached",
-     "check the network or use --mirror"),
-    (r"UnavailableInvalidChannel", "a channel does not exist (404)", "check the channel names and mirror URLs"),
-    (r"Pip failed|Pip subprocess error", "the pip section failed", "check the pip packages and index URLs"),
-]
+ENGINE_NAMES = ("conda", "mamba", "micromamba")
+_VERSION = re.compile(r"(\d+\.\d+(?:\.\d+)?(?:[.\-]\w+)?)")
+_URL = re.compile(r"(https?://[^\s<>\"']+)")
 
 
+# -- finding the engine -----------------------------------------------------------------------------
+def find_engine(engine: str, environ: dict[str, str] | None = None) -> str:
+    """The executable for --engine NAME (CONDA_EXE / MAMBA_EXE first, as conda's own shell hooks set them)."""
+    env = os.environ if environ is None else environ
+    candidates: list[str] = []
+    if engine == "conda" and env.get("CONDA_EXE"):
+        candidates.append(env["CONDA_EXE"])
+    mamba_exe = env.get("MAMBA_EXE", "")
+    if engine == "micromamba" and "micromamba" in Path(mamba_exe).name:
+        candidates.append(mamba_exe)
+    found = shutil.which(engine, path=env.get("PATH"))
+    if found:
+        candidates.append(found)
+    if engine == "mamba" and Path(mamba_exe).name.startswith("mamba"):
+        candidates.append(mamba_exe)
+    for exe in candidates:
+        if Path(exe).is_file() and os.access(exe, os.X_OK):
+            return exe
+    hint = {"conda": "activate conda (it sets CONDA_EXE) or put conda on PATH",
+            "micromamba": "run micromamba's shell hook (it sets MAMBA_EXE) or put micromamba on PATH",
+            "mamba": "put mamba on PATH"}.get(engine, "put it on PATH")
+    raise EngineError(f"--engine {engine}: `{engine}` was not found (CONDA_EXE/MAMBA_EXE/PATH)",
+                      f"{hint}, or use the embedded engine (the default: --engine rattler)")
+
+
+def engine_version(exe: str) -> str:
+    """`conda --version` -> "conda 26.7.1"; micromamba prints the bare "2.0.5"."""
+    try:
+        done = proc.run([exe, "--version"], timeout=60, env=proc.child_env(isolate_python=True))
+    except (OSError, FileNotFoundError):
+        return "unknown"
+    match = _VERSION.search(done.stdout + "\n" + done.stderr)
+    return match.group(1) if match and done.returncode == 0 else "unknown"
+
+
+# -- argv ---------------------------------------------------------------------------------------------
 def engine_argv(engine: str, exe: str, file: Path, prefix: Path) -> list[str]:
     if engine == "micromamba":
         return [exe, "create", "-y", "-f", str(file), "-p", str(prefix)]
     return [exe, "env", "create", "-f", str(file), "-p", str(prefix)]
 
 
-def summarize(output: str) -> tuple[str, str]:
-    for pattern, what, fix in KNOWN_ERRORS:
-        if re.search(pattern, output):
-            return what, fix
-    return "the engine failed", "read the engine's output above"
+def dry_run_argv(exe: str, prefix: Path, channels: Sequence[str], specs: Sequence[str]) -> list[str]:
+    argv = [exe, "create", "--dry-run", "--json", "-y", "-p", str(prefix), "--override-channels"]
+    for channel in channels:
+        argv += ["-c", channel]
+    return argv + list(specs)
+
+
+# -- channels and credentials ---------------------------------------------------------------------------
+def engine_channels(opts: Any, envfile: EnvFile) -> tuple[EnvFile, dict[str, str], list[str]]:
+    """The file the engine gets, extra environment for it, and notes. See the module docstring."""
+    from envkit import condarc
+    from envkit.render import mirrors
+
+    notes: list[str] = []
+    if opts.channels:
+        clean = tuple(redact(_split(c)) for c in opts.channels)
+        return replace(envfile, channels=clean), {}, notes
+    extra: dict[str, str] = {}
+    mirror_url = opts.mirror if opts.mirror and "://" in opts.mirror else None
+    if mirror_url and ("@" in urlsplit(mirror_url).netloc or "/t/" in mirror_url):
+        # credentials given on the command line: conda resolves names under CONDA_CHANNEL_ALIAS (env only)
+        extra["CONDA_CHANNEL_ALIAS"] = mirror_url.rstrip("/") + "/"
+        names = tuple(mirrors.canonical_channel(c) for c in envfile.channels)
+        notes.append("the mirror's credentials reach the engine through CONDA_CHANNEL_ALIAS in its environment "
+                     "(never written to a file)")
+        return replace(envfile, channels=names), extra, notes
+    custom = condarc.setting("custom_channels") or {}
+    alias = condarc.setting("channel_alias")
+    if (alias or custom) and opts.mirror:
+        names = tuple(mirrors.canonical_channel(c) for c in envfile.channels)
+        hosts = {urlsplit(str(u)).hostname for u in ([alias] if alias else []) + list(custom.values())}
+        if any(urlsplit(c).hostname in hosts for c in envfile.channels if "://" in c) or all(
+                n in custom for n in names):
+            notes.append("channel names passed as is: conda's own config (channel_alias/custom_channels) maps them "
+                         "to the mirror, with its credentials")
+            return replace(envfile, channels=names), extra, notes
+    return envfile, extra, notes
+
+
+def _split(url: str) -> str:
+    from envkit.secrets import VAULT
+
+    return VAULT.split(url) if "://" in url else url
+
+
+# -- reading results --------------------------------------------------------------------------------
+def _planned_from(data: dict[str, Any], cached: bool) -> PlannedPackage:
+    channel = str(data.get("channel") or data.get("base_url") or "")
+    url = str(data.get("url") or "")
+    return PlannedPackage(
+        name=str(data.get("name", "")), version=str(data.get("version", "")),
+        build=str(data.get("build") or data.get("build_string") or ""),
+        build_number=int(data.get("build_number") or 0), channel=redact(channel).rstrip("/"),
+        subdir=str(data.get("subdir") or data.get("platform") or ""),
+        file_name=str(data.get("fn") or (url.rsplit("/", 1)[-1] if url else "")), url=redact(url),
+        size=int(data["size"]) if data.get("size") else None, sha256=data.get("sha256"),
+        depends=tuple(str(d) for d in data.get("depends") or ()), cached=cached)
+
+
+def parse_plan(text: str) -> list[PlannedPackage]:
+    """`create --dry-run --json` output -> the packages it would link (conda and micromamba shapes)."""
+    try:
+        data = json.loads(text[text.index("{"):]) if "{" in text else {}
+    except ValueError as exc:
+        raise EngineError(f"the engine's --json plan is not JSON: {exc}", "run the engine's dry run by hand") from exc
+    actions = data.get("actions") or {}
+    if isinstance(actions, list):  # older conda: one dict per prefix
+        actions = actions[0] if actions else {}
+    fetched = {str(f.get("fn") or f.get("url") or "") for f in actions.get("FETCH") or [] if isinstance(f, dict)}
+    out = []
+    for item in actions.get("LINK") or []:
+        if isinstance(item, str):  # "channel::name-version-build"
+            name, version, build = item.split("::")[-1].rsplit("-", 2)
+            item = {"name": name, "version": version, "build": build}
+        planned = _planned_from(item, cached=True)
+        out.append(replace(planned, cached=not ({planned.file_name, planned.url} & fetched)))
+    return out
+
+
+def read_installed(prefix: Path) -> list[PlannedPackage]:
+    """The real package list after the engine ran: conda-meta/*.json."""
+    out = []
+    for path in sorted((prefix / "conda-meta").glob("*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and data.get("name"):
+            out.append(_planned_from(data, cached=True))
+    return out
+
+
+# -- errors ----------------------------------------------------------------------------------------
+def engine_error(engine: str, rc: int, output: str, shown: bool) -> EngineError:
+    """The engine's failure in envkit's words (what, why, the fix). `shown`: the output was streamed."""
+    text = redact(output)
+    tail = "" if shown else "\n" + "\n".join(text.strip().splitlines()[-15:])
+    seen = " (its output is above)" if shown else ""
+    data: dict[str, Any] = {}
+    if "{" in text:
+        try:
+            data = json.loads(text[text.index("{"):])
+        except ValueError:
+            data = {}
+    url = next(iter(_URL.findall(text)), "")
+    url = url.rstrip(">.,)")
+    code = re.search(r"(?:HTTP[ /]|returned error:?\s*|response code said error.*?)(401|403|404)\b", text)
+    if code and code.group(1) in ("401", "403") or re.search(r"\b(UNAUTHORIZED|FORBIDDEN)\b", text):
+        status = code.group(1) if code else "401"
+        return EngineError(
+            f"{engine} was refused by the channel server (HTTP {status}){' at ' + url if url else ''}: "
+            f"the credentials are missing or wrong{seen}{tail}",
+            "give the token to conda itself (envkit never writes it to disk): `conda config --set channel_alias "
+            "https://<token-url>/` or a custom_channels entry in ~/.condarc, or `conda token set`; "
+            "or use the embedded engine with --mirror https://USER:TOKEN@host/...")
+    if (code and code.group(1) == "404") or "UnavailableInvalidChannel" in text:
+        return EngineError(f"{engine}: a channel does not exist (HTTP 404){' at ' + url if url else ''}{seen}{tail}",
+                           "check the channel names and the mirror URL (a mirror may lack this channel): "
+                           "pass the right one with --channel URL or --mirror")
+    missing = _missing_specs(text, data)
+    if missing is not None:
+        return EngineError(f"{engine}: not available from the channels: {', '.join(missing) or '(see above)'}"
+                           f"{seen}{tail}",
+                           "check the names and pins (envkit render NAME shows the file), the channel list, "
+                           "or the mirror")
+    if re.search(r"Unsatisfiable|could not solve|conflicting requirements|Could not solve", text):
+        return EngineError(f"{engine}: the solver found no solution{seen}{tail}",
+                           "relax pins; for CUDA builds on a machine without a GPU pass --cuda X.Y")
+    if re.search(r"CondaHTTPError|HTTP 000|ConnectionError|Could not resolve host|Download error", text):
+        return EngineError(f"{engine}: the channel could not be reached{' at ' + url if url else ''}{seen}{tail}",
+                           "check the network or use --mirror")
+    if re.search(r"Pip failed|Pip subprocess error", text):
+        return EngineError(f"{engine}: the pip section failed{seen}{tail}", "check the pip packages and index URLs")
+    return EngineError(f"{engine} failed (rc {rc}){seen}{tail}", "read the engine's output for the cause")
+
+
+def _missing_specs(text: str, data: dict[str, Any]) -> list[str] | None:
+    if data.get("exception_name") == "PackagesNotFoundError":
+        return [str(p) for p in data.get("packages") or []]
+    if "PackagesNotFoundError" in text or "ResolvePackageNotFound" in text:
+        block = text.split("current channels:", 1)[-1].split("Current channels:", 1)[0]
+        return re.findall(r"^\s+-\s+(\S+)\s*$", block, re.M)
+    found = re.findall(r"(\S+) does not exist \(perhaps", text)  # micromamba 2.x
+    found += re.findall(r"nothing provides requested (\S+)", text)  # micromamba 1.x / libsolv
+    return list(dict.fromkeys(found)) if found else None
+
+
+# -- the flow ----------------------------------------------------------------------------------------
+def settle_in_place(prefix: Path, build: Callable[[Path], None]) -> None:
+    """Build at the final name; a failure (or Ctrl-C) removes the half-made env and puts back the old
+    env a --force moved aside. The orchestrator may pass its own `settle` (locks, journal, verify-gated
+    replacement) to create_external instead: engines never import the orchestrator. A settle that
+    returns `(verify report, old env restored)` has verified the env itself; None: verify follows."""
+    old = None
+    if prefix.exists():
+        old = prefix.parent / f"{OLD}.{prefix.name}.{os.getpid()}.0"
+        prefix.rename(old)
+    try:
+        build(prefix)
+    except BaseException:
+        if prefix.exists():
+            shutil.rmtree(prefix, ignore_errors=True)
+        if old is not None and old.exists():
+            old.rename(prefix)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def create_external(opts: Any, envfile: EnvFile, env_text: str, selection: Selection | None, machine: Machine,
                     prefix: Path, timer: Any, notes: list[str], on_line: Callable[[str], None] | None,
-                    settle: Callable[[Path, Callable[[Path], None]], tuple[Any, bool]] | None = None) -> Any:
-    """`settle(prefix, build)` is the orchestrator's: it decides where the env is built, runs verify and
-    when an old env goes (create.install_and_settle), returning (verify report, old env restored)."""
-    from envkit.create import CreateResult, cuda_override_for
+                    settle: Callable[[Path, Callable[[Path], None]], tuple[Any, bool] | None] | None = None) -> Any:
+    from envkit.condarc import register_env
+    from envkit.engines.base import plan_guard
 
-    exe = shutil.which(opts.engine)
-    if exe is None:
-        raise EngineError(f"--engine {opts.engine}: `{opts.engine}` is not on PATH",
-                          "install it, or use the embedded engine (the default: --engine rattler)")
+    exe = find_engine(opts.engine)
+    version = engine_version(exe)
     cuda = cuda_override_for(opts, machine, selection)
-    extra = {"CONDA_OVERRIDE_CUDA": cuda} if cuda is not None else {}
+    file_env, extra, channel_notes = engine_channels(opts, envfile)
+    notes.extend(channel_notes)  # the same list the orchestrator's settle adds its restore notes to
+    if cuda is not None:
+        extra["CONDA_OVERRIDE_CUDA"] = cuda
     env = proc.child_env(extra, isolate_python=True)
+    specs = list(file_env.dependencies)
+    packages: list[PlannedPackage] = []
+    if opts.dry_run or (selection is not None and selection.is_gpu):
+        with timer.phase("solve"):
+            done = proc.run(dry_run_argv(exe, prefix, file_env.channels, specs), timeout=3600, env=env)
+        if done.returncode != 0:
+            raise engine_error(opts.engine, done.returncode, done.stdout + "\n" + done.stderr, shown=False)
+        packages = parse_plan(done.stdout)
+        plan_guard(selection, packages, specs)
+    if opts.dry_run:
+        return CreateResult(prefix, tuple(packages), selection, machine, timer.phases, True, env_text,
+                            pip_lines=envfile.pip, engine=opts.engine, notes=tuple(notes))
+    installed: list[PlannedPackage] = []
     with tempfile.TemporaryDirectory(prefix="envkit-") as tmp:
         file = Path(tmp) / "environment.yml"
-        file.write_text(envfile.render(), encoding="utf-8")  # credentials were never in it
+        file.write_text(file_env.render(), encoding="utf-8")  # credentials are never in it
         lines: list[str] = []
 
         def stream(line: str) -> None:
@@ -74,27 +296,23 @@ def create_external(opts: Any, envfile: EnvFile, env_text: str, selection: Selec
                 on_line(redact(line))
 
         def build(target: Path) -> None:
-            argv = engine_argv(opts.engine, exe, file, target)
-            if opts.dry_run:
-                argv.append("--dry-run")
+            """Run the engine into `target` (a conda prefix is not relocatable: built at its final name)."""
             with timer.phase("solve+install"):
-                done = proc.run(argv, timeout=3 * 3600, env=env, on_line=stream)
+                done = proc.run(engine_argv(opts.engine, exe, file, target), timeout=3 * 3600, env=env,
+                                on_line=stream)
             if done.returncode != 0:
-                what, fix = summarize(done.stdout)
-                tail = redact("\n".join(lines[-15:]))
-                raise EngineError(f"{opts.engine} failed (rc {done.returncode}): {what}\n{tail}", fix)
-            if not opts.dry_run:
-                from envkit.create import _write_meta
+                raise engine_error(opts.engine, done.returncode, "\n".join(lines), shown=on_line is not None)
+            installed[:] = read_installed(target)
+            write_meta(target, opts, env_text, selection, machine, installed, timer, cuda,
+                       engine_version=f"{opts.engine} {version}")
 
-                _write_meta(target, opts, env_text, selection, machine, (), timer, cuda)
+        settled = (settle or settle_in_place)(prefix, build)
+    register_env(prefix)
+    report, restored = settled if settled is not None else (None, False)
+    if settled is None and not opts.no_verify:
+        from envkit.stages import verify_env
 
-        report = None
-        restored = False
-        if opts.dry_run or settle is None:
-            build(prefix)
-        else:
-            # where the prefix comes from: built at the final name under a journal, the old env of a
-            # --force set aside under a lock until verify (envkit/create.py install_and_settle)
-            report, restored = settle(prefix, build)
-    return CreateResult(prefix, (), selection, machine, timer.phases, opts.dry_run, env_text, report,
+        with timer.phase("verify"):
+            report = verify_env(prefix=str(prefix), timeout=opts.verify_timeout, quick=True)
+    return CreateResult(prefix, tuple(installed), selection, machine, timer.phases, False, env_text, report,
                         envfile.pip, engine=opts.engine, notes=tuple(notes), restored_old=restored)

@@ -27,6 +27,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from envkit import __version__
+from envkit.engines.base import PlannedPackage  # noqa: F401 (re-exported: it was defined here)
 from envkit.errors import EngineError
 from envkit.render.mirrors import Mirror, canonical_urls
 from envkit.secrets import VAULT, redact
@@ -37,22 +38,6 @@ atexit.register(time.sleep, 0.1)
 ANACONDA_ORG = "https://conda.anaconda.org"
 
 
-@dataclass(frozen=True)
-class PlannedPackage:
-    name: str
-    version: str
-    build: str
-    build_number: int
-    channel: str  # clean URL
-    subdir: str
-    file_name: str
-    url: str  # clean URL
-    size: int | None
-    sha256: str | None
-    depends: tuple[str, ...]
-    cached: bool
-
-
 @dataclass
 class EngineSettings:
     channels: tuple[str, ...]  # names or URLs, as the environment file lists them
@@ -60,6 +45,7 @@ class EngineSettings:
     mirror: Mirror | None = None
     cuda_override: str | None = None  # None: detect __cuda; "": no __cuda; "12.4": that version
     platform: str = "linux-64"
+    virtual_packages: tuple[str, ...] | None = None  # "__cuda=13.0=0", ...: another platform's (envkit lock)
     retries: int = 3
     sharded: bool = True
     timeout_s: int = 120
@@ -193,8 +179,15 @@ class RattlerEngine:
         return self._client
 
     def virtual_packages(self) -> list[Any]:
-        from rattler import Override, VirtualPackage, VirtualPackageOverrides
+        from rattler import BuildString, GenericVirtualPackage, Override, PackageName, Version, VirtualPackage
+        from rattler import VirtualPackageOverrides
 
+        if self.settings.virtual_packages is not None:  # a target platform's, not this machine's
+            out = []
+            for text in self.settings.virtual_packages:
+                name, version, build = (text.split("=") + ["0", "0"])[:3]
+                out.append(GenericVirtualPackage(PackageName(name), Version(version), BuildString(build)))
+            return out
         cuda = self.settings.cuda_override
         try:
             if cuda:
@@ -208,8 +201,26 @@ class RattlerEngine:
             found = [v for v in found if not str(v.into_generic()).startswith("__cuda")]
         return found
 
+    def locked_conda(self) -> list[Any]:
+        """The solved records as envkit.lockfile entries (for `envkit lock`)."""
+        from envkit.lockfile import LockedConda
+
+        out = []
+        for record in self._records:
+            url = str(record.url)
+            timestamp = record.timestamp
+            out.append(LockedConda(
+                url=redact(VAULT.split(url)) if "://" in url else url,
+                sha256=record.sha256.hex() if record.sha256 else None, md5=record.md5.hex() if record.md5 else None,
+                size=int(record.size) if record.size else None, depends=tuple(str(d) for d in record.depends),
+                constrains=tuple(str(c) for c in record.constrains), subdir=str(record.subdir),
+                build_number=int(record.build_number), license=str(record.license) if record.license else None,
+                timestamp=int(timestamp.timestamp() * 1000) if timestamp else None,
+                channel=redact(str(record.channel or "")).rstrip("/")))
+        return out
+
     def describe_virtual_packages(self) -> list[str]:
-        return [str(v.into_generic()) for v in self.virtual_packages()]
+        return [_vp_text(v) for v in self.virtual_packages()]
 
     # -- solve ------------------------------------------------------------------------------
     def solve(self, specs: Sequence[str]) -> list[PlannedPackage]:
@@ -243,7 +254,7 @@ class RattlerEngine:
         text = redact(str(exc))
         kind = type(exc).__name__
         if "__cuda" in text:
-            have = next((str(v.into_generic()) for v in vps if str(v.into_generic()).startswith("__cuda")), None)
+            have = next((_vp_text(v) for v in vps if _vp_text(v).startswith("__cuda")), None)
             why = (f"this solve had {have}" if have else
                    "this solve had no __cuda: no NVIDIA driver was detected and no CUDA override was given")
             return EngineError(
@@ -279,24 +290,33 @@ class RattlerEngine:
         return (self.settings.cache_dir / "pkgs" / stem).is_dir()
 
     # -- recreate without solving ------------------------------------------------------------
-    def load_lock(self, path: Path) -> list[PlannedPackage]:
-        """A rattler (pixi-style) lock file: its records go straight to install (no solve)."""
+    def load_locked(self, locked: Any) -> list[PlannedPackage]:
+        """One platform of a lock (envkit.lockfile: v6 or v7, pixi's or envkit's): its records go straight
+        to install, no solve and no repodata. The entry is handed to rattler as v7, its own format, so
+        fields that v6 leaves to be derived (subdir, channel) are explicit."""
+        import tempfile
+
         from rattler import LockFile
 
-        try:
-            lock = LockFile.from_path(path)
-            env = lock.default_environment()
-            platforms = env.platforms() if env is not None else []
-        except Exception as exc:
-            raise EngineError(f"cannot read lock file {path}: {redact(str(exc))}",
-                              "pass a file written by `envkit export --format lock`") from exc
-        if env is None or not platforms:
-            raise EngineError(f"lock file {path} has no default environment", "export it again")
-        wanted = next((p for p in platforms if str(p) == self.settings.platform), None)
-        if wanted is None:
-            raise EngineError(f"lock file {path} has no packages for {self.settings.platform} "
-                              f"(it has {', '.join(str(p) for p in platforms)})", "lock on this platform")
-        self._records = list(env.conda_repodata_records_for_platform(wanted) or [])
+        from envkit.lockfile import Lock, render_lock
+
+        lock, entry = locked
+        single = Lock(channels=lock.channels, platforms=(entry,), environment="default")
+        with tempfile.TemporaryDirectory(prefix="envkit-lock-") as tmp:
+            path = Path(tmp) / "single.lock"
+            path.write_text(render_lock(single, 7), encoding="utf-8")
+            try:
+                env = LockFile.from_path(path).default_environment()
+                assert env is not None  # render_lock always writes the default environment
+                platform = next(p for p in env.platforms() if str(p) == entry.name)
+                records = list(env.conda_repodata_records_for_platform(platform) or [])
+            except Exception as exc:
+                raise EngineError(f"cannot use the {entry.name} packages of the lock: {redact(str(exc))}",
+                                  "regenerate it with `envkit lock` or `envkit export --format lock`") from exc
+        if len(records) != len(entry.conda):
+            raise EngineError(f"the lock lists {len(entry.conda)} conda packages for {entry.name}, "
+                              f"rattler read {len(records)}", "regenerate the lock")
+        self._records = records
         self._specs = [r.name.normalized for r in self._records]
         return [self._planned(r) for r in self._records]
 
@@ -547,6 +567,11 @@ def _evict(entry: Path, stamp: Path) -> None:
         raise EngineError(f"the cached package {entry} is damaged and could not be moved aside: {exc.strerror}",
                           f"remove it by hand: rm -rf {entry}") from exc
     shutil.rmtree(gone, ignore_errors=True)
+
+
+def _vp_text(vp: Any) -> str:
+    """`__cuda=13.0=0` for a detected VirtualPackage or a GenericVirtualPackage (another platform's)."""
+    return str(vp.into_generic()) if hasattr(vp, "into_generic") else str(vp)
 
 
 def _sha256(path: Path) -> str:

@@ -7,13 +7,13 @@ list; never `nodefaults` (26.7 fetches it as a channel and fails); never `prefix
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from envkit.errors import RenderError
+from envkit.resources import yaml_scalar, yaml_str  # noqa: F401  (re-exported: they lived here before)
 
 TEMPLATE = "environment.yml.j2"
 # Conda and pip package names: letters, digits, '.', '_', '-' (conda's and PEP 508's common ground).
@@ -310,26 +310,6 @@ class EnvFile:
             header=[sanitize_comment(h) for h in self.header],
         )
         return text.rstrip("\n") + "\n"
-
-
-def yaml_str(value: Any) -> str:
-    """A YAML double-quoted scalar (JSON strings are valid YAML)."""
-    return json.dumps(str(value), ensure_ascii=False)
-
-
-# A YAML plain scalar that reads back as the same string: no indicator first, no ': ', no ' #'.
-_PLAIN_RE = re.compile(r"^(?![-?:](\s|$))[A-Za-z0-9_./+(-][A-Za-z0-9_./=<>~+*!,|:@%()\[\]#-]*"
-                       r"( [A-Za-z0-9_./=<>~+*!,|:@%()\[\]-][A-Za-z0-9_./=<>~+*!,|:@%()\[\]#-]*)*$")
-
-
-def yaml_scalar(value: Any) -> str:
-    """Plain when YAML reads it back unchanged (keeps files as people write them), else double-quoted:
-    a marker such as `platform_system != "Windows"` or `pkg[version='>=1']` stays one string."""
-    text = str(value)
-    if _PLAIN_RE.match(text) and ": " not in text and not text.endswith(":") and text not in (
-            "null", "true", "false", "yes", "no", "on", "off", "~") and not re.fullmatch(r"[0-9.eE+-]+", text):
-        return text
-    return yaml_str(text)
 
 
 def check_variables(raw: Any, where: str) -> tuple[tuple[str, str], ...]:

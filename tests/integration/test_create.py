@@ -380,37 +380,6 @@ def test_sigkill_leaves_only_a_staging_folder_that_the_next_run_sweeps(server: C
     assert leftovers(isolated) == ["killed"]
 
 
-def test_external_engine_with_a_recording_stand_in(capsys: pytest.CaptureFixture[str], isolated: Path,
-                                                   tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    log = tmp_path / "calls.log"
-    stand_in = bindir / "micromamba"
-    stand_in.write_text(
-        "#!/bin/sh\n"
-        f'echo "ARGS $*" >> "{log}"\necho "CUDA=$CONDA_OVERRIDE_CUDA" >> "{log}"\n'
-        'while [ $# -gt 0 ]; do case "$1" in -f) f="$2"; shift;; -p) p="$2"; shift;; esac; shift; done\n'
-        f'cp "$f" "{tmp_path}/seen.yml"\n'
-        'if grep -q fail-me "$f"; then echo "PackagesNotFoundError: fail-me" >&2; mkdir -p "$p"; exit 1; fi\n'
-        'mkdir -p "$p/conda-meta" "$p/bin"; echo "Transaction finished"\n')
-    stand_in.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
-    code, _out, err = create(capsys, "ext", "--spec", "minimal", *GPU, "--engine", "micromamba", "--no-verify")
-    assert code == 0, err
-    calls = log.read_text()
-    assert "ARGS create -y -f" in calls and f"-p {isolated / 'envs' / 'ext'}" in calls and "CUDA=13.0" in calls
-    assert "pytorch=2.13.0=cuda*" in (tmp_path / "seen.yml").read_text()
-    assert (isolated / "envs" / "ext" / ".envkit" / "create.json").is_file()
-    spec = tmp_path / "bad.yaml"
-    spec.write_text("conda:\n  - fail-me\n")
-    code, _out, err = create(capsys, "ext2", "--spec", str(spec), *GPU, "--engine", "micromamba", "--no-verify")
-    assert code == 1 and "a package is missing from the channels" in err
-    assert leftovers(isolated) == ["ext"]
-    monkeypatch.setenv("PATH", str(tmp_path / "nothing"))
-    code, _out, err = create(capsys, "ext3", "--spec", "minimal", *GPU, "--engine", "conda", "--no-verify")
-    assert code == 1 and "not on PATH" in err
-
-
 _BACKEND = '''"""In-tree PEP 517/660 backend: builds without downloading anything (the test bed is offline)."""
 import base64, hashlib, os, zipfile
 

@@ -314,7 +314,11 @@ def _standin_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     stand_in = bindir / "micromamba"
     stand_in.write_text(
         "#!/bin/sh\n"
-        'while [ $# -gt 0 ]; do case "$1" in -f) f="$2"; shift;; -p) p="$2"; shift;; esac; shift; done\n'
+        # like a real engine: --version and --dry-run make nothing; without -p there is no prefix to make
+        'case "$1" in --version) echo "micromamba 2.0.5"; exit 0;; esac\n'
+        'p=; dry=; while [ $# -gt 0 ]; do case "$1" in -f) f="$2"; shift;; -p) p="$2"; shift;; '
+        '--dry-run) dry=1;; esac; shift; done\n'
+        'if [ -n "$dry" ] || [ -z "$p" ]; then echo "{}"; exit 0; fi\n'
         'mkdir -p "$p/conda-meta" "$p/bin"; : > "$p/conda-meta/history"; echo half > "$p/bin/half"\n'
         f'if [ -e "{tmp_path}/hang" ]; then echo building; sleep 60; fi\n'
         'echo "Transaction finished"\n')
@@ -355,7 +359,9 @@ def test_external_engine_failure_restores_the_old_env(capsys: pytest.CaptureFixt
     (prefix / "old-data.txt").write_text("keep me")
     monkeypatch.setenv("PATH", f"{tmp_path / 'nothing'}{os.pathsep}{os.environ['PATH']}")
     (tmp_path / "bin" / "micromamba").write_text(
-        "#!/bin/sh\nwhile [ $# -gt 0 ]; do case \"$1\" in -p) p=\"$2\"; shift;; esac; shift; done\n"
+        "#!/bin/sh\ncase \"$1\" in --version) echo 'micromamba 2.0.5'; exit 0;; esac\n"
+        "p=; dry=; while [ $# -gt 0 ]; do case \"$1\" in -p) p=\"$2\"; shift;; --dry-run) dry=1;; esac; shift; done\n"
+        'if [ -n "$dry" ]; then echo "{}"; exit 0; fi\n'  # the plan is fine; the build itself fails
         'mkdir -p "$p/conda-meta"; echo "PackagesNotFoundError: x" >&2; exit 1\n')
     code, _out, err = create(capsys, "ext", "--engine", "micromamba", "--no-verify", "--force")
     assert code == 1 and "old environment was restored" in err

@@ -76,7 +76,8 @@ def _info_files(pkg: Pkg) -> dict[str, bytes]:
     if pkg.noarch:
         index["noarch"] = pkg.noarch
     else:
-        index.update(arch="x86_64", platform="linux")
+        system, _, bits = pkg.subdir.partition("-")
+        index.update(arch={"64": "x86_64"}.get(bits, bits), platform=system)
     paths = []
     for path in sorted(set(pkg.files) | set(pkg.symlinks)):
         if path in pkg.symlinks:
@@ -202,6 +203,7 @@ def conda_forge_universe() -> list[Pkg]:
         pkgs.append(Pkg("torchvision", tv, f"{PYTAG}_h0_0", depends=[py_dep, f"pytorch {torch}.*"],
                         files=_site_module("torchvision_standin", f"VERSION = '{tv}'\n")))
     pkgs.append(Pkg("torchaudio", "2.5.1", f"{PYTAG}_h0_0", depends=[py_dep, "pytorch 2.5.*"]))
+    pkgs += osx_arm64_universe(py_dep)
     for name in ("jupyter", "matplotlib", "pandas", "numpy", "scikit-learn", "tqdm"):
         pkgs.append(Pkg(name, "1.0.0", "pyh_envkit_0", subdir="noarch", noarch="python", depends=["python"],
                         files={f"site-packages/{name.replace('-', '_')}_standin/__init__.py": b"OK = True\n"}))
@@ -210,6 +212,19 @@ def conda_forge_universe() -> list[Pkg]:
                     files={"site-packages/demo_tool/__init__.py":
                            b"def main():\n    print('demo-tool works')\n    return 0\n"}))
     return pkgs
+
+
+def osx_arm64_universe(py_dep: str) -> list[Pkg]:
+    """conda-forge's osx-arm64 shape for `envkit lock --platform osx-arm64`: no CUDA builds at all, the
+    CPU build is the one torch uses MPS from (solved and locked, never installed here)."""
+    return [
+        Pkg("python", sys.version.split()[0], "0_envkit_osx", subdir="osx-arm64",
+            files={"bin/python-standin.txt": b"osx-arm64 stand-in\n"}),
+        Pkg("pytorch", "2.13.0", f"cpu_generic_{PYTAG}_h0_0", subdir="osx-arm64", depends=[py_dep],
+            files=_site_module("pytorch_standin", "VERSION = '2.13.0'\nBUILD = 'cpu'\n")),
+        Pkg("torchvision", "0.28.0", f"{PYTAG}_h0_0", subdir="osx-arm64", depends=[py_dep, "pytorch 2.13.*"],
+            files=_site_module("torchvision_standin", "VERSION = '0.28.0'\n")),
+    ]
 
 
 def pytorch_channel_universe() -> list[Pkg]:

@@ -1,0 +1,299 @@
+"""Team sharing in the formats conda, pixi and conda-lock read (issue 12): every export of a GPU env,
+recreated on a GPU-less solver (CONDA_OVERRIDE_CUDA=''), gives the same GPU build back or fails
+loudly; never a CPU build. Explicit files carry pip + variables in a sidecar; locks hold them."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from helpers import run_cli
+from testbed.channel import PY
+from testbed.server import ChannelServer
+
+GPU = ["--cuda", "13.0"]
+
+
+def builds(prefix: Path) -> set[tuple[str, str, str]]:
+    rows = set()
+    for path in (prefix / "conda-meta").glob("*.json"):
+        data = json.loads(path.read_text())
+        rows.add((data["name"], data["version"], data["build"]))
+    return rows
+
+
+def torch_build(prefix: Path) -> str:
+    return next(b for n, _v, b in builds(prefix) if n == "pytorch")
+
+
+def pip_names(prefix: Path) -> set[str]:
+    return {p.name.split("-")[0].lower() for p in prefix.glob("lib/python*/site-packages/*.dist-info")}
+
+
+@pytest.fixture
+def gpu_env(capsys: pytest.CaptureFixture[str], server: ChannelServer, isolated: Path) -> Path:
+    """dl_train for a CUDA 13.0 machine (conda + pip), with a variable in conda-meta/state."""
+    code, _o, err = run_cli(capsys, "create", "src", "--spec", "dl_train", *GPU, "--python", PY, "--mirror",
+                            server.url, "--no-verify", "-q")
+    assert code == 0, err
+    prefix = isolated / "envs" / "src"
+    (prefix / "conda-meta" / "state").write_text(json.dumps({"env_vars": {"OMP_NUM_THREADS": "8"}}))
+    assert torch_build(prefix).startswith("cuda130")
+    return prefix
+
+
+def gpu_less(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CONDA_OVERRIDE_CUDA", "")  # CI, Docker, a login node: the solver sees no __cuda
+
+
+@pytest.mark.parametrize("history", [False, True], ids=["yaml", "from-history"])
+def test_yaml_keeps_the_gpu_build_or_fails_loudly(capsys: pytest.CaptureFixture[str], server: ChannelServer,
+                                                  isolated: Path, gpu_env: Path, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch, history: bool) -> None:
+    out = tmp_path / "environment.yml"
+    code, _o, err = run_cli(capsys, "export", "src", "-o", str(out), *(["--from-history"] if history else []))
+    assert code == 0, err
+    deps = [d for d in yaml.safe_load(out.read_text())["dependencies"] if isinstance(d, str)]
+    assert "pytorch=2.13.0=*cuda*" in deps and "cuda-version=13.0" in deps
+    gpu_less(monkeypatch)
+    code, _o, err = run_cli(capsys, "create", "copy", "--file", str(out), "--no-adapt", "--mirror", server.url,
+                            "--no-verify", "-q")
+    assert code == 1 and "__cuda" in err and "CONDA_OVERRIDE_CUDA" in err  # loud, and says how to fix it
+    assert not (isolated / "envs" / "copy").exists()  # no CPU env left behind
+    # the default (adapting) path refuses to turn the pinned GPU build into a CPU one, too
+    code, _o, err = run_cli(capsys, "create", "copy", "--file", str(out), "--mirror", server.url, "--no-verify", "-q")
+    assert code == 1 and "pins a CUDA build (pytorch=2.13.0=*cuda*)" in err and "--cuda cpu" in err
+    assert not (isolated / "envs" / "copy").exists()
+    monkeypatch.setenv("CONDA_OVERRIDE_CUDA", "13.0")  # the build host told which GPU it builds for
+    code, _o, err = run_cli(capsys, "create", "copy", "--file", str(out), "--no-adapt", "--mirror", server.url,
+                            "--no-verify", "-q")
+    assert code == 0, err
+    copy = isolated / "envs" / "copy"
+    assert torch_build(copy) == torch_build(gpu_env)
+    if not history:
+        assert builds(copy) == builds(gpu_env)
+    assert {"transformers", "datasets"} <= pip_names(copy)
+    assert json.loads((copy / "conda-meta" / "state").read_text())["env_vars"] == {"OMP_NUM_THREADS": "8"}
+
+
+@pytest.mark.parametrize("fmt", ["explicit", "lock"])
+def test_explicit_and_lock_bring_back_gpu_build_pip_and_variables(
+        capsys: pytest.CaptureFixture[str], server: ChannelServer, isolated: Path, gpu_env: Path,
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str) -> None:
+    out = tmp_path / f"team.{fmt}"
+    code, _o, err = run_cli(capsys, "export", "src", "--format", fmt, "-o", str(out))
+    assert code == 0, err
+    text = out.read_text()
+    if fmt == "explicit":
+        side = tmp_path / "team.explicit.envkit.yml"
+        assert f"# envkit-sidecar: {side.name}" in text and side.is_file()
+        extra = yaml.safe_load(side.read_text())
+        assert "transformers==4.99.0" in extra["pip"] and extra["variables"] == {"OMP_NUM_THREADS": "8"}
+        args = ["--file", str(out)]
+    else:
+        assert text.startswith("version: 6\n")
+        lock = yaml.safe_load(text)
+        assert lock["environments"]["default"]["variables"] == {"OMP_NUM_THREADS": "8"}
+        assert {p["name"] for p in lock["packages"] if "pypi" in p} >= {"transformers", "datasets"}
+        pypi = next(p for p in lock["packages"] if p.get("name") == "transformers")
+        assert pypi["pypi"].endswith(".whl") and re.fullmatch(r"[0-9a-f]{64}", pypi["sha256"])
+        args = ["--lock", str(out)]
+    gpu_less(monkeypatch)
+    code, _o, err = run_cli(capsys, "create", "copy", *args, "--mirror", server.url, "--no-verify", "-q")
+    assert code == 0, err
+    copy = isolated / "envs" / "copy"
+    assert builds(copy) == builds(gpu_env)  # the identical GPU build, although the solver saw no __cuda
+    assert {"transformers", "datasets"} <= pip_names(copy)
+    assert json.loads((copy / "conda-meta" / "state").read_text())["env_vars"] == {"OMP_NUM_THREADS": "8"}
+
+
+def test_explicit_to_stdout_never_drops_silently(capsys: pytest.CaptureFixture[str], gpu_env: Path,
+                                                tmp_path: Path) -> None:
+    code, out, err = run_cli(capsys, "export", "src", "--format", "explicit")
+    assert code == 0 and "@EXPLICIT" in out and "not in the explicit file: the 2 pip package(s) and variables" in err
+    code, out, err = run_cli(capsys, "export", "src", "--format", "explicit", "--strict")
+    assert code == 1 and out == "" and "-o FILE" in err
+    # a sidecar that did not travel with the file: said, not ignored
+    target = tmp_path / "e.txt"
+    assert run_cli(capsys, "export", "src", "--format", "explicit", "-o", str(target))[0] == 0
+    (tmp_path / "e.txt.envkit.yml").unlink()
+    code, _o, err = run_cli(capsys, "create", "copy", "--file", str(target), "--no-verify", "-q")
+    assert code == 1 and "e.txt.envkit.yml" in err and "copy" in err
+
+
+def test_explicit_file_is_what_conda_parses(gpu_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """conda's explicit URL pattern (conda/misc.py `url_pat`, conda >= 23): URL#<md5> | URL#[sha256:]<sha256>."""
+    conda_url_pat = re.compile(r"(?:(?P<url_p>.+)(?:[/\\]))?(?P<fn>[^/\\#]+(?:\.tar\.bz2|\.conda))"
+                               r"(?:#((?P<md5>[0-9a-f]{32})|((sha256:)?(?P<sha256>[0-9a-f]{64}))))?$")
+    code, out, _err = run_cli(capsys, "export", "src", "--format", "explicit")
+    lines = [ln for ln in out.splitlines() if ln and not ln.startswith(("#", "@"))]
+    assert "@EXPLICIT" in out and re.search(r"^# platform: linux-64$", out, re.M)
+    assert lines and all((m := conda_url_pat.match(ln)) and m.group("sha256") for ln in lines)
+    code, out, _err = run_cli(capsys, "export", "src", "--format", "explicit", "--hash", "md5")
+    lines = [ln for ln in out.splitlines() if ln and not ln.startswith(("#", "@"))]
+    assert all((m := conda_url_pat.match(ln)) and m.group("md5") for ln in lines)
+    vendored = vendored_conda_url_pat()  # conda-lock's vendored (older) conda parser takes the md5 form
+    assert all((m := vendored.match(ln)) and m.group("md5") for ln in lines)
+
+
+def vendored_conda_url_pat() -> re.Pattern[str]:
+    """`url_pat` of conda-lock's vendored conda/misc.py, taken from its source (importing that module
+    needs tqdm and more of conda's dependencies, which the test extra does not install)."""
+    import ast
+    import importlib.util
+
+    spec = importlib.util.find_spec("conda_lock")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("conda-lock is not installed")
+    misc = Path(next(iter(spec.submodule_search_locations))) / "_vendor" / "conda" / "misc.py"
+    if not misc.is_file():
+        pytest.skip(f"conda-lock has no vendored conda at {misc}")
+    for node in ast.parse(misc.read_text()).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "url_pat" for t in node.targets):
+            return eval(compile(ast.Expression(node.value), str(misc), "eval"), {"re": re})  # noqa: S307
+    pytest.fail(f"no url_pat in {misc}")
+
+
+def test_pixi_v6_lock_installs(capsys: pytest.CaptureFixture[str], server: ChannelServer, testbed,  # noqa: ANN001
+                               isolated: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lock in the shape pixi 0.3x writes (rattler-lock v6: no subdir/channel, derived from the URL)."""
+    channel = f"{server.url}/conda-forge"
+    wanted = {"python": None, "pip": None, "cuda-version": "13.0", "pytorch": "cuda130"}
+    entries = []
+    for subdir in ("linux-64", "noarch"):
+        repodata = json.loads((testbed.channel("conda-forge") / subdir / "repodata.json").read_text())
+        for fn, rec in {**repodata.get("packages", {}), **repodata.get("packages.conda", {})}.items():
+            want = wanted.get(rec["name"], "-")
+            if want == "-" or (want and not (rec["version"] == want or rec["build"].startswith(want))):
+                continue
+            if rec["name"] == "pytorch" and rec["version"] != "2.13.0":
+                continue
+            entries.append((rec["name"], f"{channel}/{subdir}/{fn}", rec))
+    assert sorted(n for n, _u, _r in entries) == ["cuda-version", "pip", "python", "pytorch"]
+    refs = "".join(f"      - conda: {url}\n" for _n, url, _r in sorted(entries))
+    pkgs = ""
+    for _n, url, rec in sorted(entries):
+        pkgs += f"- conda: {url}\n  sha256: {rec['sha256']}\n  md5: {rec['md5']}\n"
+        if rec.get("depends"):
+            pkgs += "  depends:\n" + "".join(f"  - {d}\n" for d in rec["depends"])
+        pkgs += f"  license: {rec.get('license', 'BSD-3-Clause')}\n  size: {rec['size']}\n"
+    lock = tmp_path / "pixi.lock"
+    lock.write_text(f"version: 6\nenvironments:\n  default:\n    channels:\n    - url: {channel}/\n"
+                    f"    packages:\n      linux-64:\n{refs}packages:\n{pkgs}")
+    gpu_less(monkeypatch)
+    code, _o, err = run_cli(capsys, "create", "pixi", "--lock", str(lock), "--no-verify", "-q")
+    assert code == 0, err
+    assert torch_build(isolated / "envs" / "pixi").startswith("cuda130")
+
+
+def test_one_lock_for_linux_and_macos(capsys: pytest.CaptureFixture[str], server: ChannelServer, isolated: Path,
+                                      tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "envkit.lock"
+    code, _o, err = run_cli(capsys, "lock", "dl_train", "--platform", "linux-64", "--platform", "osx-arm64", *GPU,
+                            "--python", PY, "--mirror", server.url, "-o", str(out))
+    assert code == 0, err
+    assert "linux-64:" in err and "__cuda=13.0" in err
+    assert "osx-arm64: macOS has no CUDA: dropped pytorch=2.13.0=cuda*, cuda-version=13.0" in err
+    assert "pip section (transformers, datasets) is not in the lock" in err  # said, not silently dropped
+    assert not (isolated / "envs").exists()  # solved only, nothing installed
+    from envkit.lockfile import read_lock
+
+    lock = read_lock(out)
+    assert lock.version == 6 and lock.names() == ("linux-64", "osx-arm64")
+    linux, mac = lock.platform("linux-64"), lock.platform("osx-arm64")
+    assert next(c.build for c in linux.conda if c.name == "pytorch").startswith("cuda130")
+    assert next(c.build for c in mac.conda if c.name == "pytorch").startswith("cpu_generic")
+    assert not any(c.name == "cuda-version" for c in mac.conda)
+    assert "127.0.0.1" not in out.read_text()  # canonical channel URLs: the mirror is applied per request
+    gpu_less(monkeypatch)
+    code, _o, err = run_cli(capsys, "create", "team", "--lock", str(out), "--mirror", server.url, "--no-verify", "-q")
+    assert code == 0, err
+    prefix = isolated / "envs" / "team"
+    assert torch_build(prefix).startswith("cuda130")
+    assert {n for n, _v, _b in builds(prefix)} == {c.name for c in linux.conda}
+
+
+def test_export_lock_for_platforms_and_bad_platform(capsys: pytest.CaptureFixture[str], server: ChannelServer,
+                                                    isolated: Path, gpu_env: Path, tmp_path: Path) -> None:
+    out = tmp_path / "multi.lock"
+    code, _o, err = run_cli(capsys, "export", "src", "--format", "lock", "--platform", "linux-64",
+                            "--platform", "osx-arm64", "-o", str(out), "--lock-version", "7")
+    # the env's channels are canonical (conda-forge): reach them through the mirror the env was made with
+    if code != 0:
+        pytest.fail(err)
+    from envkit.lockfile import read_lock
+
+    lock = read_lock(out)
+    assert lock.version == 7 and lock.names() == ("linux-64", "osx-arm64")
+    assert next(c.build for c in lock.platform("linux-64").conda if c.name == "pytorch") == torch_build(gpu_env)
+    code, _o, err = run_cli(capsys, "lock", "dl_train", "--platform", "amiga-68k")
+    assert code == 2 and "unknown platform 'amiga-68k'" in err and "osx-arm64" in err
+
+
+def test_a_custom_prefix_is_a_first_class_conda_env(capsys: pytest.CaptureFixture[str], testbed,  # noqa: ANN001
+                                                    tmp_path: Path) -> None:
+    from envkit.condarc import environments_txt
+
+    prefix = tmp_path / "projects" / "demo-env"
+    code, _o, err = run_cli(capsys, "create", "demo", "--spec", "minimal", *GPU, "--python", PY, "--prefix",
+                            str(prefix), "--channel", testbed.url("conda-forge"), "--no-verify", "-q")
+    assert code == 0, err
+    assert str(prefix) in environments_txt().read_text().splitlines()  # `conda env list`, `conda doctor`
+    assert not (prefix / "CACHEDIR.TAG").exists()  # backup tools that honour the tag keep the env
+    history = (prefix / "conda-meta" / "history").read_text()
+    assert "# engine: py-rattler 0.28" in history and "# conda version" not in history  # no made-up conda
+    code, _o, err = run_cli(capsys, "remove", str(prefix), "--yes")
+    assert code == 0, err
+    assert str(prefix) not in environments_txt().read_text().splitlines()
+
+
+def test_lock_a_file_as_is_keeps_its_cuda_selector(capsys: pytest.CaptureFixture[str], testbed,  # noqa: ANN001
+                                                   tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    env = tmp_path / "environment.yml"
+    env.write_text(f"name: team\nchannels: [{testbed.url('conda-forge')}]\n"
+                   f"dependencies: [python={PY}, pytorch=2.13.0=*cuda*, cuda-version=13.0]\n")
+    out = tmp_path / "team.lock"
+    gpu_less(monkeypatch)
+    code, _o, err = run_cli(capsys, "lock", "--file", str(env), "--no-adapt", "--platform", "linux-64", "-o", str(out))
+    assert code == 1 and "__cuda" in err and not out.exists()  # a GPU-less lock fails loudly, never CPU
+    code, _o, err = run_cli(capsys, "lock", "--file", str(env), "--no-adapt", "--platform", "linux-64",
+                            "--cuda", "13.0", "-o", str(out), "--lock-version", "7")
+    assert code == 0, err
+    from envkit.lockfile import read_lock
+
+    lock = read_lock(out)
+    assert lock.version == 7 and next(c.build for c in lock.platform("linux-64").conda
+                                      if c.name == "pytorch").startswith("cuda130")
+
+
+def test_mirror_installed_conda_env_exports_canonical_urls(capsys: pytest.CaptureFixture[str],
+                                                           tmp_path: Path) -> None:
+    """An env conda installed through mirrors (its records carry mirror URLs) exports the canonical ones."""
+    from test_export import conda_shaped_env
+
+    prefix = conda_shaped_env(tmp_path)
+    for fmt in ("explicit", "lock"):
+        code, out, err = run_cli(capsys, "export", "--prefix", str(prefix), "--format", fmt)
+        assert code == 0, err
+        assert "tuna" not in out and "artifacts.corp.example" not in out and "tk-abc123" not in out
+        assert "https://conda.anaconda.org/conda-forge/linux-64/numpy-1.26.4-py311h64a7726_0.conda" in out
+    pypi = {p["name"]: p for p in yaml.safe_load(out)["packages"] if "pypi" in p}  # the lock's PyPI entries
+    assert pypi["requests"]["version"] == "2.32.3" and pypi["requests"]["pypi"] == "https://pypi.org/simple/requests/"
+    assert pypi["mylib"]["pypi"].startswith("git+https://github.com/org/mylib.git@")
+    assert "localpkg" not in pypi and "left out: localpkg is an editable install" in err
+
+
+def test_a_hostile_lock_cannot_inject_pip_options(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from envkit.lockfile import current_platform
+
+    lock = tmp_path / "evil.lock"
+    lock.write_text(f"version: 6\nenvironments:\n  default:\n    channels: [{{url: conda-forge}}]\n"
+                    f"    packages:\n      {current_platform()}:\n      - pypi: https://x.example/a-1.0-py3-none-any.whl\n"
+                    "packages:\n- pypi: https://x.example/a-1.0-py3-none-any.whl\n"
+                    "  name: \"a\\n--index-url http://evil.example/simple\"\n  version: '1.0'\n")
+    code, _o, err = run_cli(capsys, "create", "evil", "--lock", str(lock), "--no-verify", "-q")
+    assert code != 0 and "evil.lock: pypi" in err
