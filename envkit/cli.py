@@ -64,9 +64,10 @@ def selection_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--flavor", type=click.Choice(["conda-forge", "pytorch", "pip"]), default=None,
                      envvar="ENVKIT_FLAVOR", help="Where torch comes from (default conda-forge)."),
         click.option("--driver-version", callback=_check_driver, default=None, metavar="VER",
-                     help="Simulate a driver (replaces the hardware query)."),
+                     envvar="ENVKIT_DRIVER_VERSION", help="Simulate a driver (replaces the hardware query)."),
         click.option("--compute-capability", "compute_capability", multiple=True, callback=_check_cc,
-                     metavar="X.Y", help="Simulate a GPU (repeat once per GPU)."),
+                     metavar="X.Y", envvar="ENVKIT_COMPUTE_CAPABILITY",
+                     help="Simulate a GPU (repeat once per GPU)."),
         click.option("--no-driver-check", is_flag=True, help="Allow --cuda above what the driver reports."),
     ]
     for option in reversed(options):
@@ -365,6 +366,10 @@ def remove(name: str, yes: bool) -> None:
 
 
 # -- bundle and fleet (issue 13) --
+from envkit.cli_fleet import bundle as _bundle_cmd, fleet as _fleet_group  # noqa: E402 - click only
+
+cli.add_command(_bundle_cmd)
+cli.add_command(_fleet_group)
 
 
 # -- shell, activate, deactivate, kernel (issue 14) --

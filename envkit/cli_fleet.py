@@ -1,0 +1,167 @@
+"""Click commands of issue 13: `envkit bundle` and `envkit fleet detect|create|verify`.
+
+Thin like cli.py: options -> one core function (envkit.fleet.*, envkit.bundle) -> rendering here.
+Only click is imported at import time; rich, rattler and the fleet modules load inside the commands.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+FLEET_EPILOG = ("\b\nNodes run envkit as ENVKIT_FLEET_ENVKIT (a command line) or, by default, this very "
+                "interpreter\n(python -m envkit), which works where envkit sits on a filesystem the nodes share.\n"
+                "\b\nExit codes: 0 ok, 1 envkit error (or a node failed), 2 usage error, 3 verify FAILED on a "
+                "node,\n4 verify SKIPPED on every node")
+
+
+def fleet_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Which nodes, and how to reach them (srun options pass through as given)."""
+    options = [
+        click.option("--launcher", type=click.Choice(["slurm", "local"]), default="slurm", show_default=True,
+                     envvar="ENVKIT_FLEET_LAUNCHER", help="slurm: one srun per node; local: processes on this machine."),
+        click.option("--partition", "-p", default=None, help="Slurm partition to use."),
+        click.option("--nodes", "-N", "count", type=click.IntRange(min=1), default=None,
+                     help="How many nodes (slurm: the first N usable ones; local: N pseudo nodes)."),
+        click.option("--nodelist", "-w", default=None, metavar="LIST", help="Exactly these nodes, e.g. n[1-4]."),
+        click.option("--exclude", "-x", multiple=True, metavar="LIST", help="Leave these nodes out (repeatable)."),
+        click.option("--account", "-A", default=None, help="srun --account."),
+        click.option("--time", "-t", "time_limit", default=None, help="srun --time."),
+        click.option("--gpus-per-node", type=click.IntRange(min=0), default=None,
+                     help="srun --gpus-per-node (local: GPUs given to each pseudo node)."),
+        click.option("--srun-arg", "srun_args", multiple=True, metavar="ARG",
+                     help="Extra srun arguments, passed through (repeatable), e.g. --srun-arg=--qos=debug."),
+        click.option("--timeout", type=click.FloatRange(min=1), default=None,
+                     help="Seconds each node may take before it is reported as failed."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _launcher(launcher: str, partition: str | None, count: int | None, nodelist: str | None,
+              exclude: tuple[str, ...], account: str | None, time_limit: str | None, gpus_per_node: int | None,
+              srun_args: tuple[str, ...]) -> Any:
+    from envkit.errors import UsageError
+    from envkit.fleet.launcher import NodeRequest, SrunOptions, make_launcher
+
+    if count is not None and nodelist:
+        raise UsageError("give either --nodes N or --nodelist LIST, not both", "envkit fleet detect --nodelist n[1-4]")
+    return make_launcher(launcher, NodeRequest(partition, count, nodelist, exclude),
+                         SrunOptions(partition, account, time_limit, gpus_per_node, srun_args))
+
+
+def _request(cuda: str | None, torch_spec: str | None, python: str | None, flavor: str | None) -> Any:
+    from envkit.cli import _request as make
+
+    return make(cuda, torch_spec, python, flavor, False)
+
+
+@click.group(epilog=FLEET_EPILOG)
+def fleet() -> None:
+    """One verified environment on every node of a cluster (Slurm, or --launcher local)."""
+
+
+@fleet.command("detect", epilog=FLEET_EPILOG)
+@fleet_options
+@click.option("--cuda", default=None, help="auto, cpu or X.Y (as envkit detect).")
+@click.option("--torch", "torch_spec", default=None, metavar="SPEC", help="torch version or range.")
+@click.option("--python", default=None, metavar="X.Y", help="Python version of the environment.")
+@click.option("--flavor", type=click.Choice(["conda-forge", "pytorch", "pip"]), default=None)
+@click.option("--per-partition", is_flag=True, help="One build per partition instead of one for all nodes.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def detect_cmd(launcher: str, partition: str | None, count: int | None, nodelist: str | None,
+               exclude: tuple[str, ...], account: str | None, time_limit: str | None, gpus_per_node: int | None,
+               srun_args: tuple[str, ...], timeout: float | None, cuda: str | None, torch_spec: str | None,
+               python: str | None, flavor: str | None, per_partition: bool, as_json: bool) -> None:
+    """Driver, CUDA, GPUs and best build of every node, and the one build the whole fleet can run."""
+    from envkit import output
+    from envkit.errors import ExitCode
+    from envkit.fleet.inventory import DETECT_TIMEOUT, inventory, inventory_json
+    from envkit.fleet.select import select_fleet, select_per_partition
+
+    runner = _launcher(launcher, partition, count, nodelist, exclude, account, time_limit, gpus_per_node, srun_args)
+    request = _request(cuda, torch_spec, python, flavor)
+    inv = inventory(runner, request, timeout=timeout or DETECT_TIMEOUT)
+    fleets = (select_per_partition(inv.nodes, request) if per_partition else [select_fleet(inv.nodes, request)])
+    if as_json:
+        output.plain(output.dump_json({**inventory_json(inv), "fleet": [f.to_json() for f in fleets]}))
+    else:
+        print_inventory(inv)
+        for fl in fleets:
+            print_fleet_selection(fl)
+    failed = [n for n in inv.nodes if not n.ok]
+    if failed or any(f.selection is None for f in fleets):
+        raise SystemExit(int(ExitCode.ERROR))
+
+
+# -- rendering ------------------------------------------------------------------------------------
+def _gpus(machine: Any) -> str:
+    if machine is None:
+        return ""
+    if not machine.gpus:
+        return "hidden" if machine.gpus_hidden else "none"
+    counts: dict[str, int] = {}
+    for g in machine.gpus:
+        key = f"{g.name} sm_{g.compute_capability.replace('.', '')}"
+        counts[key] = counts.get(key, 0) + 1
+    return ", ".join(f"{n}x {k}" if n > 1 else k for k, n in counts.items())
+
+
+def _own_build(sel: dict[str, Any] | None, error: str | None) -> str:
+    if sel is None:
+        return f"none: {error}" if error else "none"
+    cuda = f"CUDA {sel['cuda']} ({sel['variant']})" if sel.get("cuda") else "CPU"
+    return f"torch {sel['torch']} {cuda} py{sel['python']}"
+
+
+def print_inventory(inv: Any) -> None:
+    from rich.table import Table
+
+    from envkit.output import console, esc
+
+    con = console()
+    table = Table(show_edge=False)
+    for col in ("node", "partition", "driver", "CUDA", "GPUs", "own best build", "s"):
+        table.add_column(col, overflow="fold")
+    for n in inv.nodes:
+        if n.machine is None:
+            table.add_row(f"[bold red]{esc(n.node)}[/]", esc(n.partition or ""), "", "", "",
+                          f"[red]FAILED: {esc(n.error or '?')}[/]", f"{n.seconds:.1f}")
+            continue
+        drv = n.machine.driver
+        table.add_row(esc(n.node), esc(n.partition or ""), esc(drv.version if drv else "none"),
+                      esc(drv.cuda or "?") if drv else "", esc(_gpus(n.machine)),
+                      esc(_own_build(n.selection, n.selection_error)), f"{n.seconds:.1f}")
+    con.print(table)
+    ok = len(inv.reachable)
+    con.print(f"{ok} of {len(inv.nodes)} node(s) answered in {inv.seconds:.2f} s ({inv.launcher})")
+
+
+def print_fleet_selection(fl: Any) -> None:
+    from envkit.output import console, esc
+
+    con = console()
+    where = f" (partition {fl.partition})" if fl.partition else ""
+    if fl.selection is None:
+        con.print(f"[bold red]No fleet build{where}:[/] {esc(fl.error or '?')}")
+        if fl.hint:
+            con.print(f"[bold]fix:[/] {esc(fl.hint)}")
+        for reason in fl.reasons:
+            con.print(f"  - {esc(reason)}")
+        return
+    sel = fl.selection
+    build = f"CUDA {sel.cuda} ({sel.variant})" if sel.cuda else "[yellow]CPU only[/]"
+    con.print(f"[bold green]Fleet build{where}:[/] torch {sel.torch} · {build} · python {sel.python} · "
+              f"flavor {sel.flavor} · {len(fl.nodes)} node(s)")
+    con.print("[bold]Why:[/]")
+    for reason in fl.reasons:
+        con.print(f"  - {esc(reason)}")
+
+
+@click.command(epilog=FLEET_EPILOG)
+@click.argument("name", required=False)
+def bundle(name: str | None) -> None:
+    """(placeholder)"""
