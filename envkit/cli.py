@@ -366,9 +366,8 @@ def remove(name: str, yes: bool) -> None:
 
 
 # -- bundle and fleet (issue 13) --
-from envkit.cli_fleet import bundle as _bundle_cmd, fleet as _fleet_group  # noqa: E402 - click only
+from envkit.cli_fleet import fleet as _fleet_group  # noqa: E402 - click only
 
-cli.add_command(_bundle_cmd)
 cli.add_command(_fleet_group)
 
 

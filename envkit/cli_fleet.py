@@ -97,6 +97,44 @@ def detect_cmd(launcher: str, partition: str | None, count: int | None, nodelist
         raise SystemExit(int(ExitCode.ERROR))
 
 
+@fleet.command("verify", epilog=FLEET_EPILOG)
+@click.argument("name", required=False)
+@click.option("--prefix", default=None, help="Verify the env at this path on each node ({node} = the node's name).")
+@click.option("--python", "python_exe", default=None, help="Verify this interpreter on each node (no env needed).")
+@click.option("--all-gpus", is_flag=True, help="Check every GPU of each node, then NCCL + DDP across them.")
+@click.option("--quick", is_flag=True, help="Skip the speed, memory and TFLOP/s measurements.")
+@click.option("--nccl", is_flag=True, help="Also one torchrun per node: cross-node all-reduce, DDP + AMP step, "
+              "bus bandwidth.")
+@click.option("--nproc-per-node", default="gpu", show_default=True,
+              help="torchrun ranks per node for --nccl: gpu (one per visible GPU) or a number.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--report", "report_file", type=click.Path(dir_okay=False), default=None,
+              help="Also write the JSON report to this file.")
+@fleet_options
+def verify_cmd(name: str | None, prefix: str | None, python_exe: str | None, all_gpus: bool, quick: bool,
+               nccl: bool, nproc_per_node: str, as_json: bool, report_file: str | None, launcher: str,
+               partition: str | None, count: int | None, nodelist: str | None, exclude: tuple[str, ...],
+               account: str | None, time_limit: str | None, gpus_per_node: int | None, srun_args: tuple[str, ...],
+               timeout: float | None) -> None:
+    """Verify an env on every node: one table node x check, slowest and failing nodes highlighted."""
+    from pathlib import Path
+
+    from envkit import output
+    from envkit.fleet.verify import VERIFY_TIMEOUT, Target, fleet_verify
+    from envkit.fsutil import atomic_write_text
+
+    runner = _launcher(launcher, partition, count, nodelist, exclude, account, time_limit, gpus_per_node, srun_args)
+    result = fleet_verify(runner, Target(name, prefix, python_exe), all_gpus=all_gpus, quick=quick, nccl=nccl,
+                          nproc=nproc_per_node, timeout=timeout or VERIFY_TIMEOUT)
+    if report_file:
+        atomic_write_text(Path(report_file), output.dump_json(result.to_json()) + "\n")
+    if as_json:
+        output.plain(output.dump_json(result.to_json()))
+    else:
+        print_fleet_verify(result)
+    raise SystemExit(int(result.exit_code))
+
+
 # -- rendering ------------------------------------------------------------------------------------
 def _gpus(machine: Any) -> str:
     if machine is None:
@@ -161,7 +199,44 @@ def print_fleet_selection(fl: Any) -> None:
         con.print(f"  - {esc(reason)}")
 
 
-@click.command(epilog=FLEET_EPILOG)
-@click.argument("name", required=False)
-def bundle(name: str | None) -> None:
-    """(placeholder)"""
+_CHECK_COLUMNS = (("import", "import"), ("driver", "driver"), ("architecture", "arch"), ("autocast", "autocast"),
+                  ("grad_scaler", "scaler"), ("training", "train"), ("speed", "speed"), ("memory", "memory"),
+                  ("matmul_tflops", "tflops"), ("multi_gpu", "multi-GPU"))
+_STYLE = {"PASS": "green", "FAIL": "bold red", "SKIPPED": "dim", "WARN": "yellow"}
+
+
+def print_fleet_verify(result: Any) -> None:
+    from rich.table import Table
+
+    from envkit.output import console, esc
+
+    con = console()
+    present = [c for c in _CHECK_COLUMNS if any(c[0] in n.checks for n in result.nodes)]
+    table = Table(show_edge=False)
+    table.add_column("node")
+    table.add_column("verdict")
+    for _key, label in present:
+        table.add_column(label)
+    for label in ("AMP x", "mem", "TFLOP/s", "s"):
+        table.add_column(label, justify="right")
+    for n in result.nodes:
+        slow = n.node == result.slowest
+        name = f"[bold red]{esc(n.node)}[/]" if n.outcome == "FAIL" else (
+            f"[yellow]{esc(n.node)} (slowest)[/]" if slow else esc(n.node))
+        cells = [f"[{_STYLE.get(n.checks.get(k, ''), '')}]{n.checks.get(k, '-')}[/]" if k in n.checks else "-"
+                 for k, _label in present]
+        table.add_row(name, f"[{_STYLE.get(n.outcome, '')}]{n.outcome}[/]", *cells,
+                      f"{n.speedup:.2f}" if n.speedup is not None else "-",
+                      f"{n.memory_ratio:.2f}" if n.memory_ratio is not None else "-",
+                      f"{n.tflops:.0f}" if n.tflops is not None else "-", f"{n.seconds:.1f}")
+    con.print(table)
+    for n in result.nodes:
+        if n.outcome != "PASS":
+            con.print(f"[{_STYLE.get(n.outcome, '')}]{esc(n.node)}[/]: {esc(n.summary)}")
+    if result.nccl is not None:
+        con.print(f"[bold]NCCL across nodes:[/] [{_STYLE.get(result.nccl.outcome, '')}]{result.nccl.outcome}[/] "
+                  f"{esc(result.nccl.summary)}")
+        for node, err in result.nccl.node_errors.items():
+            con.print(f"  [red]{esc(node)}[/]: {esc(err)}")
+    con.print(f"[{_STYLE.get(result.outcome, '')}]{result.outcome}[/]: {esc(result.summary)} "
+              f"({result.seconds:.1f} s)")

@@ -121,3 +121,93 @@ def test_local_launcher_same_code_path(monkeypatch: pytest.MonkeyPatch) -> None:
     assert code == 0
     assert [n["node"] for n in data["nodes"]] == ["local1", "local2"]
     assert data["fleet"][0]["cuda"] == "13.0"
+
+
+STUB = r'''#!{python}
+"""The GPU, faked at its seam: prints what the verify payload would print on this node's GPU."""
+import json, os, sys
+mode = os.environ.get("ENVKIT_TEST_VERIFY", "skip")
+speedup = float(os.environ.get("ENVKIT_TEST_SPEEDUP", "3.0"))
+checks = [{{"name": "import", "status": "pass", "explanation": "ok", "values": {{}}}}]
+if mode == "skip":
+    checks.append({{"name": "driver", "status": "skip", "explanation": "no NVIDIA driver", "values": {{}}}})
+else:
+    checks += [{{"name": "driver", "status": "pass", "explanation": "1 GPU", "values": {{}}}},
+               {{"name": "architecture", "status": "pass", "explanation": "sm_90 in arch list", "values": {{}}}},
+               {{"name": "training", "status": "fail" if mode == "fail" else "pass",
+                "explanation": "loss went NaN" if mode == "fail" else "ok", "values": {{}}}},
+               {{"name": "speed", "status": "pass", "explanation": "fast", "values": {{"speedup": speedup}}}},
+               {{"name": "memory", "status": "pass", "explanation": "less", "values": {{"ratio": 0.55}}}},
+               {{"name": "matmul_tflops", "status": "pass", "explanation": "x",
+                "values": {{"tflops": {{"fp32": 50.0, "fp16": 700.0 * speedup / 3}}}}}}]
+sys.stdout.write("\n@@ENVKIT-VERIFY-JSON@@\n" + json.dumps({{"checks": checks, "torch": "2.13.0",
+                 "gpus": [{{"name": "H200", "compute_capability": "9.0"}}]}}) + "\n")
+'''
+
+
+def stub_python(tmp_path: Path) -> Path:
+    import sys
+
+    path = tmp_path / "gpu-python"
+    path.write_text(STUB.format(python=sys.executable))
+    path.chmod(0o755)
+    return path
+
+
+def test_fleet_verify_aggregates_pass_skipped_fail(slurm: SlurmCluster, tmp_path: Path) -> None:
+    stub = stub_python(tmp_path)
+    env = {"n1": {"ENVKIT_TEST_VERIFY": "pass", "ENVKIT_TEST_SPEEDUP": "3.1"},
+           "n2": {"ENVKIT_TEST_VERIFY": "pass", "ENVKIT_TEST_SPEEDUP": "1.4"},
+           "n3": {"ENVKIT_TEST_VERIFY": "skip"},
+           "n4": {"ENVKIT_TEST_VERIFY": "fail"}}
+    slurm.write_node_env(env)
+    code, data = fleet_json("verify", "--python", str(stub))
+    rows = {n["node"]: n for n in data["nodes"]}
+    assert code == 3 and data["outcome"] == "FAIL", data["summary"]
+    assert [rows[n]["outcome"] for n in ("n1", "n2", "n3", "n4")] == ["PASS", "PASS", "SKIPPED", "FAIL"]
+    assert rows["n4"]["checks"]["training"] == "FAIL"
+    assert data["summary"].startswith("FAIL on n4")
+    assert data["slowest"] == "n2" and rows["n2"]["speedup"] == 1.4
+    assert rows["n1"]["memory_ratio"] == 0.55 and rows["n1"]["tflops"] > 700
+
+    slurm.write_node_env({n: {"ENVKIT_TEST_VERIFY": "pass"} for n in ("n1", "n2")}
+                         | {n: {"ENVKIT_TEST_VERIFY": "skip"} for n in ("n3", "n4")})
+    code, data = fleet_json("verify", "--python", str(stub))
+    assert code == 0 and data["outcome"] == "PASS" and "SKIPPED (no GPU) on n3, n4" in data["summary"]
+    slurm.write_node_env({n: {"ENVKIT_TEST_VERIFY": "skip"} for n in slurm.nodes})
+    code, data = fleet_json("verify", "--python", str(stub))
+    assert code == 4 and data["outcome"] == "SKIPPED"
+    result = CliRunner().invoke(cli, ["fleet", "verify", "--python", str(stub), "--nodelist", "n[1-2]"])
+    assert result.exit_code == 4 and "SKIPPED" in result.output and "n2" in result.output
+
+
+def test_fleet_verify_nccl_across_two_nodes_real_torch(slurm: SlurmCluster) -> None:
+    """Real verify payload and a real 2-node torchrun (c10d on n1) with the test venv's CPU torch:
+    every node SKIPPED (no GPU); the cross-node all-reduce + DDP step runs over gloo and must agree."""
+    import sys
+
+    pytest.importorskip("torch")
+    code, data = fleet_json("verify", "--python", sys.executable, "--quick", "--nccl", "--nproc-per-node", "1",
+                            "--nodelist", "n[1-2]", "--timeout", "120")
+    assert [n["outcome"] for n in data["nodes"]] == ["SKIPPED", "SKIPPED"], data
+    nccl = data["nccl"]
+    assert nccl["outcome"] == "SKIPPED", nccl
+    assert nccl["nodes"] == ["n1", "n2"] and nccl["world_size"] == 2
+    assert nccl["all_reduce_ok"] and nccl["ddp_in_sync"] and nccl["busbw_gbps"] > 0
+    assert code == 4
+
+
+def test_dead_node_is_reported_within_its_timeout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    stub = stub_python(tmp_path)
+    with SlurmCluster(tmp_path / "slurm", nodes=("d1", "d2"),
+                      node_env={"d1": {"ENVKIT_TEST_VERIFY": "pass"}, "d2": {"ENVKIT_TEST_VERIFY": "pass"}}) as c:
+        monkeypatch.setenv("SLURM_CONF", str(c.conf))
+        c.kill_node("d2")
+        start = time.perf_counter()
+        code, data = fleet_json("verify", "--python", str(stub), "--timeout", "6")
+        elapsed = time.perf_counter() - start
+    rows = {n["node"]: n for n in data["nodes"]}
+    assert rows["d1"]["outcome"] == "PASS"
+    assert rows["d2"]["outcome"] == "FAIL" and "no answer within 6 s" in rows["d2"]["error"]
+    assert code == 3
+    assert elapsed < 12, elapsed
