@@ -217,7 +217,10 @@ class SlurmLauncher:
         slots: dict[str, NodeSlot] = {}
         for line in self._tool(argv).stdout.splitlines():
             parts = line.split("|")
-            if len(parts) < 4 or parts[0] in slots:
+            if len(parts) < 4:
+                continue
+            # a node in several partitions is listed once per partition: keep the default one (marked *)
+            if parts[0] in slots and not parts[1].endswith("*"):
                 continue
             name, partition, state, why = parts[0], parts[1].rstrip("*"), parts[2], parts[3]
             bad = any(s in state for s in ("down", "drain", "fail", "maint", "unknown", "future", "*"))

@@ -75,6 +75,7 @@ class SlurmCluster:
     gpus_per_node: int = 2
     cpus_per_node: int = 4
     pids: dict[str, int] = field(default_factory=dict)
+    killed: set[str] = field(default_factory=set)
     _procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
     @property
@@ -234,6 +235,7 @@ class SlurmCluster:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         self.pids.pop(f"slurmd:{node}", None)
+        self.killed.add(node)
 
     def stop(self) -> None:
         """Cancel jobs and let the queue drain while slurmd still runs (else slurmstepd lingers),
@@ -246,9 +248,10 @@ class SlurmCluster:
                 subprocess.run(["scancel", *jobs], env=env, capture_output=True, timeout=10)
                 deadline = time.monotonic() + 10
                 while time.monotonic() < deadline:
-                    left = subprocess.run(["squeue", "-h", "-o", "%i"], env=env, capture_output=True, text=True,
-                                          timeout=10).stdout.split()
-                    if not left:
+                    rows = subprocess.run(["squeue", "-h", "-o", "%i %N"], env=env, capture_output=True,
+                                          text=True, timeout=10).stdout.splitlines()
+                    # a job on a killed node never completes: only live nodes' jobs are waited for
+                    if not [r for r in rows if not any(f" {n}" in r for n in self.killed)]:
                         break
                     time.sleep(0.1)
         order = [k for k in self._procs if k.startswith("slurmd:")] + ["slurmctld", "munged"]
