@@ -290,27 +290,53 @@ def create(name: str, spec: str | None, env_file: str | None, no_adapt: bool, lo
 @click.option("--from-history", is_flag=True, help="Only what was asked for, pinned to the installed versions.")
 @click.option("--no-pip", is_flag=True, help="Leave out the pip section.")
 @click.option("--name", "env_name", default=None, help="Name written into the file.")
-@click.option("--strict", is_flag=True, help="Fail on packages that cannot be recreated (editable, local path).")
+@click.option("--strict", is_flag=True, help="Fail on what the file cannot recreate (editable/local installs; "
+              "pip and variables of an explicit file without -o).")
+@click.option("--hash", "hash_kind", type=click.Choice(["sha256", "md5"]), default="sha256", show_default=True,
+              help="explicit: URL#<sha256> (conda >= 23) or URL#<md5> (any conda, conda-lock).")
+@click.option("--lock-version", type=click.Choice(["6", "7"]), default="6", show_default=True,
+              help="lock: rattler-lock 6 (pixi, conda-lockfiles) or 7 (py-rattler 0.28).")
+@click.option("--platform", "platforms", multiple=True, metavar="SUBDIR",
+              help="lock: solve the env's requested specs for these platforms (repeatable; see `envkit lock`).")
 def export(name: str | None, prefix: str | None, output: str | None, fmt: str, from_history: bool, no_pip: bool,
-           env_name: str | None, strict: bool) -> None:
+           env_name: str | None, strict: bool, hash_kind: str, lock_version: str, platforms: tuple[str, ...]) -> None:
     """A portable environment.yml (no prefix, no builds, pip kept), explicit list or lock file."""
     from pathlib import Path
 
     from envkit import output as out
     from envkit.errors import UsageError
-    from envkit.export import export_env
+    from envkit.export import SIDECAR_SUFFIX, export_env
     from envkit.fsutil import atomic_write_text
     from envkit.locations import find_prefix
 
-    if fmt != "yaml" and (from_history or no_pip or env_name):
-        raise UsageError("--from-history, --no-pip and --name apply to --format yaml only",
+    if fmt != "yaml" and (from_history or env_name):
+        raise UsageError("--from-history and --name apply to --format yaml only",
                          f"envkit export {name or ''} --format {fmt}")
+    if platforms and fmt != "lock":
+        raise UsageError("--platform applies to --format lock", f"envkit export {name or ''} --format lock "
+                         + " ".join(f"--platform {p}" for p in platforms))
     path = find_prefix(name, prefix)
-    kwargs = {"name": env_name, "from_history": from_history, "no_pip": no_pip, "strict": strict} if fmt == "yaml" else {}
+    if platforms:
+        from envkit.cli_lock import lock_from_prefix
+
+        lock_from_prefix(path, platforms, output, int(lock_version), name=name)
+        return
+    sidecar_name = Path(output).name + SIDECAR_SUFFIX if output and fmt == "explicit" else None
+    kwargs: dict[str, object] = {"strict": strict, "no_pip": no_pip}
+    if fmt == "yaml":
+        kwargs.update(name=env_name, from_history=from_history)
+    elif fmt == "explicit":
+        kwargs.update(sidecar_name=sidecar_name, hash_kind=hash_kind)
+    else:
+        kwargs.update(version=int(lock_version))
     result = export_env(path, fmt=fmt, **kwargs)
     for warning in result.warnings:
         out.plain(f"warning: {warning}", err=True)
     if output:
+        if result.sidecar is not None and sidecar_name:
+            side = Path(output).parent / sidecar_name
+            atomic_write_text(side, result.sidecar)
+            out.plain(f"wrote {side} (pip packages and variables the explicit format cannot hold)", err=True)
         atomic_write_text(Path(output), result.text)
         out.plain(f"wrote {output}", err=True)
     else:

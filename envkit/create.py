@@ -14,96 +14,20 @@ import re
 import secrets as _random
 import shutil
 import signal
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from envkit import __version__, proc
+from envkit import proc
+from envkit.engines.base import (ENGINES, OLD, STAGING, CreateOptions, CreateResult, Timer,  # noqa: F401 (API)
+                                 cuda_override_for, update_meta_phases, write_history, write_meta, write_state)
 from envkit.errors import EngineError, EnvExistsError, PlanGuardError, UsageError
 from envkit.locations import META_DIR, check_name, default_prefix
-from envkit.models import Machine, Request, Selection
+from envkit.models import Machine, Selection
 from envkit.render.envfile import EnvFile
 from envkit.secrets import redact
-from envkit.verify.report import VerifyReport
-
-STAGING = ".envkit-staging"
-OLD = ".envkit-old"
-ENGINES = ("rattler", "conda", "mamba", "micromamba")
-
-
-@dataclass(frozen=True)
-class CreateOptions:
-    name: str
-    spec: str | None = None
-    file: Path | None = None
-    lock: Path | None = None
-    no_adapt: bool = False
-    request: Request = field(default_factory=Request)
-    flavor_given: bool = False
-    mirror: str | None = None
-    channels: tuple[str, ...] = ()
-    prefix: Path | None = None
-    engine: str = "rattler"
-    dry_run: bool = False
-    force: bool = False
-    no_verify: bool = False
-    require_gpu: bool = False
-    driver_version: str | None = None
-    compute_capabilities: tuple[str, ...] = ()
-    argv: tuple[str, ...] = ("envkit", "create")
-    verify_timeout: float = 300.0
-
-
-@dataclass(frozen=True)
-class CreateResult:
-    prefix: Path
-    packages: tuple[Any, ...]  # PlannedPackage
-    selection: Selection | None
-    machine: Machine
-    phases: dict[str, float]
-    dry_run: bool
-    env_file: str
-    verify: VerifyReport | None = None
-    pip_lines: tuple[str, ...] = ()
-    engine: str = "rattler"
-    notes: tuple[str, ...] = ()
-    changes: tuple[str, ...] = ()  # what --file adaptation changed
-    virtual_packages: tuple[str, ...] = ()  # what the solve assumed (__cuda, __glibc, ...)
-
-    @property
-    def download_bytes(self) -> int:
-        return sum(p.size or 0 for p in self.packages if not p.cached)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "prefix": str(self.prefix), "dry_run": self.dry_run, "engine": self.engine,
-            "selection": self.selection.to_json() if self.selection else None,
-            "packages": [{k: v for k, v in asdict(p).items() if k in (
-                "name", "version", "build", "channel", "subdir", "size", "cached")} for p in self.packages],
-            "pip": list(self.pip_lines),
-            "download_bytes": self.download_bytes,
-            "phases_s": {k: round(v, 3) for k, v in self.phases.items()},
-            "verify": self.verify.to_json() if self.verify else None,
-            "notes": list(self.notes),
-            "changes": list(self.changes),
-            "virtual_packages": list(self.virtual_packages),
-        }
-
-
-class Timer:
-    def __init__(self) -> None:
-        self.phases: dict[str, float] = {}
-
-    @contextmanager
-    def phase(self, name: str) -> Iterator[None]:
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.phases[name] = self.phases.get(name, 0.0) + time.perf_counter() - start
 
 
 # -- what to install ----------------------------------------------------------------------------
@@ -140,19 +64,6 @@ def envfile_as_is(path: Path, name: str) -> EnvFile:
     deps = tuple(parse_conda_spec(d, f"{path}: dependencies").render() for d in parsed.conda)
     pip = tuple(check_pip_line(p, f"{path}: pip") for p in parsed.pip)
     return EnvFile(name, channels, deps, pip, parsed.variables, (f"taken as is from {path.name} (--no-adapt)",))
-
-
-def cuda_override_for(opts: CreateOptions, machine: Machine, selection: Selection | None) -> str | None:
-    """The __cuda the solve assumes: --cuda X.Y, CONDA_OVERRIDE_CUDA, or a simulated driver's CUDA;
-    None lets rattler detect the real driver ("" removes __cuda, as an empty CONDA_OVERRIDE_CUDA does)."""
-    cuda = opts.request.cuda
-    if cuda not in ("auto", "cpu", ""):
-        return cuda
-    if machine.cuda_override is not None:
-        return machine.cuda_override
-    if machine.simulated and machine.driver is not None:
-        return machine.driver.cuda or ""
-    return None
 
 
 # -- the plan guard ------------------------------------------------------------------------------
@@ -361,6 +272,7 @@ def _run_pip(prefix: Path, lines: Sequence[str], selection: Selection | None, on
     try:
         planned = json.loads(report.read_text())["install"]
         pairs = [(i["metadata"]["name"], i["metadata"]["version"]) for i in planned]
+        _keep_pip_provenance(prefix, planned)
     except (OSError, ValueError, KeyError):
         pairs = []
     finally:
@@ -372,6 +284,22 @@ def _run_pip(prefix: Path, lines: Sequence[str], selection: Selection | None, on
                           f"{redact(done.stdout.strip()[-1500:])}",
                           "nothing was left behind; fix the pip section or the index, then run again")
     return tuple(f"{n}=={v}" for n, v in pairs)
+
+
+def _keep_pip_provenance(prefix: Path, planned: Sequence[Any]) -> None:
+    """Where each wheel came from (URL without credentials, sha256): `envkit export --format lock` writes
+    real PyPI entries from it. pip's own report is not kept (its URLs may carry an index's credentials)."""
+    from envkit.export import PIP_PROVENANCE
+    from envkit.render.mirrors import strip_credentials
+
+    rows = []
+    for item in planned:
+        info = item.get("download_info") or {}
+        url = redact(strip_credentials(str(info.get("url") or ""))[0])
+        digest = ((info.get("archive_info") or {}).get("hashes") or {}).get("sha256")
+        rows.append({"name": item["metadata"]["name"], "version": item["metadata"]["version"], "url": url,
+                     "sha256": digest})
+    (prefix / META_DIR / PIP_PROVENANCE).write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
 
 
 # -- the whole flow -----------------------------------------------------------------------------
@@ -399,6 +327,21 @@ def _channels_of(path: Path, kind: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(urls))
 
 
+def _recreate_envfile(name: str, source: Path, kind: str) -> tuple[EnvFile, Any]:
+    """What an explicit file (+ its sidecar) or a lock holds besides conda packages: pip, variables."""
+    if kind == "lock":
+        from envkit.lockfile import current_platform, pip_lines, read_lock
+
+        lock = read_lock(source)
+        entry = lock.platform(current_platform())
+        channels = lock.channels or tuple(dict.fromkeys(c.channel_url for c in entry.conda))
+        return EnvFile(name, channels, (), pip_lines(lock, entry), lock.variables, ()), (lock, entry)
+    from envkit.export import read_sidecar
+
+    pip, variables = read_sidecar(source)
+    return EnvFile(name, _channels_of(source, kind), (), pip, variables, ()), None
+
+
 def create_env(opts: CreateOptions, progress: Any = None, on_line: Any = None) -> CreateResult:
     from envkit.config import cache_dir, load_file_config
     from envkit.render import mirrors
@@ -419,7 +362,7 @@ def create_env(opts: CreateOptions, progress: Any = None, on_line: Any = None) -
             machine = detect(driver_version=opts.driver_version, compute_capabilities=opts.compute_capabilities,
                              cuda=opts.request.cuda)
         source, kind = recreate
-        envfile = EnvFile(opts.name, _channels_of(source, kind), (), (), (), ())
+        envfile, locked = _recreate_envfile(opts.name, source, kind)
         selection = None
         changes: tuple[str, ...] = ()
         env_text = redact(source.read_text(encoding="utf-8", errors="replace"))
@@ -466,7 +409,7 @@ def create_env(opts: CreateOptions, progress: Any = None, on_line: Any = None) -
     if recreate is not None:
         source, kind = recreate
         with timer.phase("solve"):
-            packages = tuple(engine.load_lock(source) if kind == "lock" else engine.load_explicit(source))
+            packages = tuple(engine.load_locked(locked) if locked is not None else engine.load_explicit(source))
         specs = [p.name for p in packages]
     else:
         specs = list(envfile.dependencies)
@@ -494,9 +437,9 @@ def create_env(opts: CreateOptions, progress: Any = None, on_line: Any = None) -
                 with timer.phase("pip"):
                     pip_installed = _run_pip(staging, envfile.pip, selection, on_line)
                 _fix_shebangs(staging, staging, prefix)
-            _write_meta(staging, opts, env_text, selection, machine, packages, timer, settings.cuda_override)
-            _write_state(staging, envfile)
-            _write_history(staging, opts, packages, specs)
+            write_meta(staging, opts, env_text, selection, machine, packages, timer, settings.cuda_override)
+            write_state(staging, envfile)
+            write_history(staging, opts, packages, specs)
             _swap_in(staging, prefix, _random.token_hex(4))
         finally:
             if staging.exists():
@@ -508,48 +451,6 @@ def create_env(opts: CreateOptions, progress: Any = None, on_line: Any = None) -
 
         with timer.phase("verify"):
             report = verify_env(prefix=str(prefix), timeout=opts.verify_timeout, quick=True)
-    _update_meta_phases(prefix, timer)
+    update_meta_phases(prefix, timer)
     return CreateResult(prefix, packages, selection, machine, timer.phases, False, env_text, report,
                         pip_installed, notes=tuple(notes), changes=changes)
-
-
-def _write_meta(prefix: Path, opts: CreateOptions, env_text: str, selection: Selection | None, machine: Machine,
-                packages: Sequence[Any], timer: Timer, cuda_override: str | None) -> None:
-    from envkit.output import machine_json
-
-    meta = prefix / META_DIR
-    meta.mkdir(parents=True, exist_ok=True)
-    (meta / "environment.yml").write_text(env_text, encoding="utf-8")
-    data = {
-        "envkit_version": __version__, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "name": opts.name, "spec": opts.spec, "file": str(opts.file) if opts.file else None,
-        "engine": opts.engine, "mirror": redact(opts.mirror) if opts.mirror else None,
-        "cuda_override": cuda_override, "selection": selection.to_json() if selection else None,
-        "machine": machine_json(machine), "packages": len(packages), "phases_s": {},
-        "command": redact(" ".join(opts.argv)),
-    }
-    (meta / "create.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-
-
-def _write_state(prefix: Path, envfile: EnvFile) -> None:
-    """`variables:` go where conda keeps them (conda-meta/state), so `conda activate` exports them too."""
-    if envfile.variables:
-        state = prefix / "conda-meta" / "state"
-        state.write_text(json.dumps({"env_vars": dict(envfile.variables)}, indent=2) + "\n", encoding="utf-8")
-
-
-def _update_meta_phases(prefix: Path, timer: Timer) -> None:
-    path = prefix / META_DIR / "create.json"
-    try:
-        data = json.loads(path.read_text())
-        data["phases_s"] = {k: round(v, 3) for k, v in timer.phases.items()}
-        path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    except (OSError, ValueError):
-        pass
-
-
-def _write_history(prefix: Path, opts: CreateOptions, packages: Sequence[Any], specs: Sequence[str]) -> None:
-    from envkit.history import Dist, append, revision_block
-
-    dists = [Dist(p.channel, p.subdir, p.name, p.version, p.build) for p in packages]
-    append(prefix, revision_block([redact(a) for a in opts.argv], dists, [], specs))

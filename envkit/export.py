@@ -50,6 +50,34 @@ class PipPackage:
 class Exported:
     text: str
     warnings: tuple[str, ...]
+    sidecar: str | None = None  # explicit format: pip section + variables (YAML), written next to the file
+
+
+# A build string that marks a CUDA variant: conda-forge `cuda130_generic_py311_h..._200`, the legacy
+# pytorch channel `py3.11_cuda12.4_cudnn9.1.0_0`, `pytorch-mutex 1.0 cuda`. The export keeps a
+# `*cuda*` build selector for them (conda MatchSpec globs, conda docs "Package match specifications"),
+# so a solver that sees no __cuda fails loudly instead of quietly choosing the CPU build.
+_CUDA_BUILD = re.compile(r"cuda", re.IGNORECASE)
+CUDA_SELECTOR = "*cuda*"
+
+
+def is_cuda_variant(record: CondaRecord) -> bool:
+    return bool(_CUDA_BUILD.search(record.build)) and not record.name.startswith("cuda-")
+
+
+def pinned(record: CondaRecord) -> str:
+    """`name=version`, plus the portable `=*cuda*` build selector for a CUDA variant."""
+    base = f"{record.name}={record.version}"
+    return f"{base}={CUDA_SELECTOR}" if is_cuda_variant(record) else base
+
+
+def read_variables(prefix: Path) -> tuple[tuple[str, str], ...]:
+    """`variables:` as conda keeps them (conda-meta/state env_vars)."""
+    try:
+        state = json.loads((prefix / "conda-meta" / "state").read_text())
+        return tuple(sorted((str(k), str(v)) for k, v in (state.get("env_vars") or {}).items()))
+    except (OSError, ValueError, AttributeError):
+        return ()
 
 
 def _clean(url: str) -> str:
@@ -192,7 +220,7 @@ def export_yaml(prefix: Path, *, name: str | None = None, from_history: bool = F
         if not asked:
             raise ExportError(f"{prefix}/conda-meta/history records no requested specs",
                               "export without --from-history (the full pinned list)")
-        deps = []
+        used = []
         for pkg in sorted(asked):
             if pkg.startswith("__"):
                 continue
@@ -200,11 +228,13 @@ def export_yaml(prefix: Path, *, name: str | None = None, from_history: bool = F
             if record is None:
                 warnings.append(f"left out {asked[pkg]!r}: requested but not installed")
                 continue
-            deps.append(f"{pkg}={record.version}")
-        used = [by_name[d.split("=")[0]] for d in deps]
+            used.append(record)
+        if any(is_cuda_variant(r) for r in used) and "cuda-version" in by_name and "cuda-version" not in asked:
+            used.append(by_name["cuda-version"])  # the CUDA line the GPU build was made for
+        deps = sorted(pinned(r) for r in used)
     else:
-        deps = sorted(f"{r.name}={r.version}" for r in records if not r.name.startswith("__"))
-        used = records
+        used = [r for r in records if not r.name.startswith("__")]
+        deps = sorted(pinned(r) for r in used)
     channels = [c for c in _channel_order(prefix, records, config) if any(r.channel == c for r in used)]
     pip: list[str] = []
     if not no_pip:
@@ -213,58 +243,216 @@ def export_yaml(prefix: Path, *, name: str | None = None, from_history: bool = F
         if pip and "pip" not in {d.split("=")[0] for d in deps} and "pip" in by_name:
             deps.append(f"pip={by_name['pip'].version}")
             deps.sort()
-    variables: tuple[tuple[str, str], ...] = ()
-    try:
-        state = json.loads((prefix / "conda-meta" / "state").read_text())
-        variables = tuple(sorted((str(k), str(v)) for k, v in (state.get("env_vars") or {}).items()))
-    except (OSError, ValueError):
-        pass
+    variables = read_variables(prefix)
     env_name = name or prefix.name
-    envfile = EnvFile(env_name, tuple(channels), tuple(deps), tuple(pip), variables,
-                      ("Exported by envkit: portable (no prefix, no build strings, canonical channels).",
-                       "Recreate with: envkit create NAME --file THIS_FILE (or conda env create -f THIS_FILE)"))
+    header = ["Exported by envkit: portable (no prefix, no build strings, canonical channels).",
+              "Recreate with: envkit create NAME --file THIS_FILE --no-adapt (or conda env create -f THIS_FILE)"]
+    if any(d.endswith("=" + CUDA_SELECTOR) for d in deps):
+        header.append("CUDA builds keep a *cuda* selector: a solver without __cuda (no GPU: CI, Docker, login node) "
+                      "fails instead of installing CPU builds; there set CONDA_OVERRIDE_CUDA=X.Y for the target GPU.")
+    envfile = EnvFile(env_name, tuple(channels), tuple(deps), tuple(pip), variables, tuple(header))
     return Exported(envfile.render(), tuple(warnings))
 
 
-def export_explicit(prefix: Path, config: dict[str, Any] | None = None) -> Exported:
+SIDECAR_SUFFIX = ".envkit.yml"
+PIP_PROVENANCE = "pip-provenance.json"  # in <prefix>/.envkit/, written by create
+SIDECAR_HEADER = "# envkit-sidecar: "
+HASHES = ("sha256", "md5")
+
+
+def explicit_line(record: CondaRecord, hash_kind: str = "sha256") -> str:
+    """One @EXPLICIT line as conda parses it (conda/misc.py `url_pat`): `URL#<sha256 hex>` (conda >= 23.x
+    also takes `URL#sha256:<hex>`), or `URL#<md5 hex>`, which every conda and conda-lock's vendored parser read."""
+    if hash_kind == "md5" and record.md5:
+        return f"{record.url}#{record.md5}"
+    if record.sha256:
+        return f"{record.url}#{record.sha256}"
+    return f"{record.url}#{record.md5}" if record.md5 else record.url
+
+
+def _extras(prefix: Path, records: list[CondaRecord], strict: bool) -> tuple[list[str], tuple[tuple[str, str], ...],
+                                                                               list[str]]:
+    pip, warnings = _pip_lines(read_pip(prefix, records), strict)
+    return pip, read_variables(prefix), warnings
+
+
+def export_explicit(prefix: Path, config: dict[str, Any] | None = None, *, sidecar_name: str | None = None,
+                    strict: bool = False, no_pip: bool = False, hash_kind: str = "sha256") -> Exported:
+    """conda's @EXPLICIT list. The format holds conda URLs only: the pip section and `variables:` go into
+    a sidecar YAML that the header names (`sidecar_name`), or --strict refuses; never silently dropped."""
+    if hash_kind not in HASHES:
+        raise ExportError(f"unknown hash {hash_kind!r}", f"use one of {', '.join(HASHES)}")
     records = read_records(prefix, config)
     subdirs = sorted({r.subdir for r in records if r.subdir and r.subdir != "noarch"}) or ["linux-64"]
+    pip, variables, warnings = ([], (), []) if no_pip else _extras(prefix, records, strict)
+    if no_pip:
+        variables = read_variables(prefix)
+    sidecar = None
     lines = ["# This file may be used to create an environment using:",
              "# $ envkit create NAME --file THIS_FILE   (or: conda create --name NAME --file THIS_FILE)",
-             f"# platform: {subdirs[0]}", "# created-by: envkit", "@EXPLICIT"]
-    warnings = []
+             f"# platform: {subdirs[0]}", "# created-by: envkit"]
+    carried = [f"{len([p for p in pip if not p.startswith('-')])} pip package(s)"] if pip else []
+    carried += ["variables"] if variables else []
+    if carried:
+        what = " and ".join(carried)
+        if sidecar_name is None:
+            if strict:
+                raise ExportError(f"an explicit file cannot hold the {what} of {prefix.name}, and there is no "
+                                  "file to put them beside (output goes to stdout)",
+                                  "export with -o FILE (the sidecar FILE.envkit.yml carries them), "
+                                  "or use --format lock, which holds them")
+            warnings.append(f"not in the explicit file: the {what} (conda's format has no place for them); "
+                            "use -o FILE to get them in a sidecar, or --format lock")
+        else:
+            import yaml
+
+            data: dict[str, Any] = {}
+            if pip:
+                data["pip"] = pip
+            if variables:
+                data["variables"] = dict(variables)
+            sidecar = (f"# The {what} of {prefix.name} that conda's explicit format cannot hold; "
+                       "envkit create --file reads it.\n" + yaml.safe_dump(data, sort_keys=False))
+            lines.append(f"{SIDECAR_HEADER}{sidecar_name} ({what}; conda ignores it: "
+                         f"pip install -r / conda env config vars set by hand)")
+    lines.append("@EXPLICIT")
     for r in sorted(records, key=lambda r: r.url):
         if not r.url:
             warnings.append(f"left out {r.name}: its record has no URL")
             continue
-        lines.append(r.url + (f"#sha256={r.sha256}" if r.sha256 else (f"#{r.md5}" if r.md5 else "")))
-    return Exported("\n".join(lines) + "\n", tuple(warnings))
+        lines.append(explicit_line(r, hash_kind))
+    return Exported("\n".join(lines) + "\n", tuple(warnings), sidecar)
 
 
-def export_lock(prefix: Path, config: dict[str, Any] | None = None) -> Exported:
-    import tempfile
+def read_sidecar(explicit: Path) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """The pip lines and variables of the sidecar an explicit file's header names (none: empty)."""
+    name = None
+    for line in explicit.read_text(encoding="utf-8", errors="replace").splitlines():
+        if line.startswith(SIDECAR_HEADER):
+            name = line[len(SIDECAR_HEADER):].split(" (", 1)[0].strip()
+            break
+        if line.strip() == "@EXPLICIT":
+            break
+    if not name:
+        return (), ()
+    path = explicit.parent / name
+    if Path(name).name != name or not path.is_file():
+        raise ExportError(f"{explicit.name} names a sidecar {name!r} (its pip packages and variables) "
+                          f"that is not next to it in {explicit.parent}",
+                          f"copy {name} next to {explicit.name}, or delete the envkit-sidecar header line "
+                          "to recreate without them")
+    import yaml
 
-    from rattler import LockChannel, LockFile, LockPlatform
+    from envkit.render.envfile import check_pip_line, check_variables
 
-    from envkit.engines.rattler_engine import read_prefix_records
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise ExportError(f"sidecar {path} is not valid YAML: {exc}", f"export it again") from exc
+    if not isinstance(data, dict):
+        raise ExportError(f"sidecar {path} must be a mapping (pip:, variables:)", "export it again")
+    pip = tuple(check_pip_line(p, f"{path}: pip") for p in data.get("pip") or [])
+    return pip, check_variables(data.get("variables"), f"{path}: variables")
+
+
+def _pip_report(prefix: Path) -> dict[str, tuple[str, str | None]]:
+    """name -> (artifact URL, sha256) as create recorded them (.envkit/pip-provenance.json)."""
+    from envkit.locations import META_DIR
+
+    try:
+        rows = json.loads((prefix / META_DIR / PIP_PROVENANCE).read_text())
+    except (OSError, ValueError):
+        return {}
+    out: dict[str, tuple[str, str | None]] = {}
+    for row in rows if isinstance(rows, list) else []:
+        try:
+            url = _clean(str(row.get("url") or ""))
+            if url:
+                out[str(row["name"]).lower()] = (url, row.get("sha256"))
+        except (KeyError, TypeError, AttributeError):
+            continue
+    return out
+
+
+def locked_pypi(prefix: Path, records: list[CondaRecord], strict: bool) -> tuple[list[Any], list[str], list[str]]:
+    """PyPI entries for a lock: exact artifact URL + sha256 when the create-time pip report has them,
+    else the direct/VCS URL, else the index's project page (installed as name==version from `indexes`)."""
+    from envkit.lockfile import LockedPypi
+
+    report = _pip_report(prefix)
+    entries: list[Any] = []
+    indexes: list[str] = []
+    warnings: list[str] = []
+    for pkg in read_pip(prefix, records):
+        if pkg.requirement is None:
+            if strict:
+                raise ExportError(f"{pkg.note}: it cannot be recreated elsewhere",
+                                  "install it from an index or a VCS URL, or export without --strict")
+            warnings.append(f"left out: {pkg.note}")
+            continue
+        if pkg.index and pkg.index not in indexes:
+            indexes.append(pkg.index)
+        url, digest = report.get(pkg.name.lower(), ("", None))
+        if not url:
+            if pkg.requirement.startswith(f"{pkg.name} @ "):
+                url = pkg.requirement.split(" @ ", 1)[1]
+            elif "+" in pkg.requirement.split(":", 1)[0]:
+                url = pkg.requirement
+            else:
+                url = f"{(pkg.index or 'https://pypi.org/simple').rstrip('/')}/{pkg.name.lower()}/"
+        entries.append(LockedPypi(pkg.name, pkg.version, url, digest))
+    return entries, indexes, warnings
+
+
+def export_lock(prefix: Path, config: dict[str, Any] | None = None, *, version: int = 6, strict: bool = False,
+                no_pip: bool = False) -> Exported:
+    """The installed env as a rattler lock (v6 by default: what conda-lockfiles 0.2 and pixi read)."""
+    from envkit.lockfile import Lock, LockedConda, LockedPlatform, render_lock
 
     records = read_records(prefix, config)  # validates every file first, with a clear error
-    prefix_records = read_prefix_records(prefix)
     subdir = next((r.subdir for r in records if r.subdir and r.subdir != "noarch"), "linux-64")
-    platform = LockPlatform(subdir)
-    lock = LockFile([platform])
     known = canonical_urls()
-    channels = _channel_order(prefix, records, config)
-    lock.set_channels("default", [LockChannel(known.get(c, c)) for c in channels])  # exact URLs, creds stripped
-    for record in prefix_records:
-        lock.add_conda_package("default", platform, record)
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "envkit.lock"
-        lock.to_path(path)
-        text = path.read_text(encoding="utf-8")
+    channels = tuple(known.get(c, c) for c in _channel_order(prefix, records, config))  # exact URLs, no creds
+    conda = []
+    meta = prefix / "conda-meta"
+    for r in records:
+        if not r.url:
+            continue
+        data = _record_json(meta, r)
+        conda.append(LockedConda(
+            url=r.url, sha256=r.sha256, md5=r.md5, size=_int_or_none(data.get("size")),
+            depends=tuple(str(d) for d in data.get("depends") or ()),
+            constrains=tuple(str(d) for d in data.get("constrains") or ()), subdir=r.subdir,
+            build_number=_int_or_none(data.get("build_number")), license=data.get("license") or None,
+            timestamp=_int_or_none(data.get("timestamp")),
+            channel=(known.get(r.channel, r.channel) if "://" in known.get(r.channel, r.channel) else "")))
+    pypi: list[Any] = []
+    indexes: list[str] = []
+    warnings: list[str] = []
+    if not no_pip:
+        pypi, indexes, warnings = locked_pypi(prefix, records, strict)
+        if pypi:
+            indexes.insert(0, "https://pypi.org/simple")
+    lock = Lock(channels=channels, platforms=(LockedPlatform(subdir, tuple(conda), tuple(pypi)),),
+                indexes=tuple(dict.fromkeys(indexes)), variables=read_variables(prefix))
     from envkit.secrets import redact
 
-    return Exported(redact(text), ())
+    return Exported(redact(render_lock(lock, version)), tuple(warnings))
+
+
+def _record_json(meta: Path, record: CondaRecord) -> dict[str, Any]:
+    try:
+        data = json.loads((meta / f"{record.name}-{record.version}-{record.build}.json").read_text())
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _int_or_none(value: Any) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
 
 
 def export_env(prefix: Path, *, fmt: str = "yaml", **kwargs: Any) -> Exported:
@@ -274,7 +462,7 @@ def export_env(prefix: Path, *, fmt: str = "yaml", **kwargs: Any) -> Exported:
     if fmt == "yaml":
         return export_yaml(prefix, config=config, **kwargs)
     if fmt == "explicit":
-        return export_explicit(prefix, config)
+        return export_explicit(prefix, config, **kwargs)
     if fmt == "lock":
-        return export_lock(prefix, config)
+        return export_lock(prefix, config, **kwargs)
     raise ExportError(f"unknown format {fmt!r}", f"use one of {', '.join(FORMATS)}")

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import functools
+import json
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +18,16 @@ def data_dir(name: str) -> Path:
     return _PKG.parent / name  # source checkout
 
 
+def yaml_str(value: Any) -> str:
+    """A YAML double-quoted scalar (JSON strings are valid YAML); the templates' `yaml_str` filter.
+
+    It lives here, below render/, so render/envfile.py and the template loader share it without a cycle."""
+    return json.dumps(str(value), ensure_ascii=False)
+
+
 @functools.lru_cache(maxsize=1)
 def template_env() -> Any:
     import jinja2
-
-    from envkit.render.envfile import yaml_str
 
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(data_dir("templates"))),

@@ -16,17 +16,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
 from envkit.models import Driver, Gpu, Machine
-
-
-@dataclass
-class _Partial:
-    driver: Driver | None = None
-    gpus: list[Gpu] | None = None
-    notes: list[str] = field(default_factory=list)
 
 
 def detect(*, driver_version: str | None = None, compute_capabilities: Sequence[str] = (),
@@ -36,11 +29,20 @@ def detect(*, driver_version: str | None = None, compute_capabilities: Sequence[
     env = os.environ if environ is None else environ
     override = _cuda_override(cuda, env)
     if driver_version is not None or compute_capabilities:
-        return _simulated(driver_version, compute_capabilities, override)
+        ignored = None
+        if driver_version is not None and override is not None:
+            # precedence: flags > ENVKIT_* > CONDA_OVERRIDE_CUDA > detection; --driver-version is a flag
+            ignored, override = override, None
+        machine = _simulated(driver_version, compute_capabilities, override)
+        if ignored is not None:
+            machine = replace(machine, notes=machine.notes + (
+                f"CONDA_OVERRIDE_CUDA={ignored!r} ignored: --driver-version {driver_version} was given "
+                "(command-line flags win over the environment)",))
+        return machine
 
     from envkit.detect import sources
 
-    found = _Partial()
+    found = sources._Partial()
     for source in (sources.from_nvml, sources.from_driver_files, sources.from_nvidia_smi):
         part = source(root)
         found.notes.extend(part.notes)

@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from envkit.models import Driver, Gpu
 
-if TYPE_CHECKING:
-    from envkit.detect import _Partial
+
+@dataclass
+class _Partial:
+    """What one source found (lives here, below detect(), so the package has no import cycle)."""
+
+    driver: Driver | None = None
+    gpus: list[Gpu] | None = None
+    notes: list[str] = field(default_factory=list)
 
 # NVML return codes (nvml.h); nvidia-ml-py exposes them as NVMLError.value.
 NVML_ERROR_NO_PERMISSION = 4
@@ -31,7 +38,6 @@ def _text(value: Any) -> str:
 
 
 def from_nvml(root: Path) -> _Partial:
-    from envkit.detect import _Partial
 
     try:
         nv = load_nvml()
@@ -130,7 +136,6 @@ def read_driver_files(root: Path) -> str | None:
 
 
 def from_driver_files(root: Path) -> _Partial:
-    from envkit.detect import _Partial
 
     found = _driver_file(root)
     return _Partial(driver=Driver(found[0], None, found[1])) if found else _Partial()
@@ -165,7 +170,6 @@ def parse_smi_header(text: str) -> str | None:
 
 def from_nvidia_smi(root: Path) -> _Partial:
     from envkit import proc
-    from envkit.detect import _Partial
 
     try:
         query = proc.run(["nvidia-smi", *SMI_QUERY], timeout=20)

@@ -51,7 +51,7 @@ def summarize(output: str) -> tuple[str, str]:
 
 def create_external(opts: Any, envfile: EnvFile, env_text: str, selection: Selection | None, machine: Machine,
                     prefix: Path, timer: Any, notes: list[str], on_line: Callable[[str], None] | None) -> Any:
-    from envkit.create import OLD, CreateResult, cuda_override_for
+    from envkit.engines.base import OLD, CreateResult, cuda_override_for, write_meta
 
     exe = shutil.which(opts.engine)
     if exe is None:
@@ -85,9 +85,7 @@ def create_external(opts: Any, envfile: EnvFile, env_text: str, selection: Selec
                 tail = redact("\n".join(lines[-15:]))
                 raise EngineError(f"{opts.engine} failed (rc {done.returncode}): {what}\n{tail}", fix)
             if not opts.dry_run:
-                from envkit.create import _write_meta
-
-                _write_meta(prefix, opts, env_text, selection, machine, (), timer, cuda)
+                write_meta(prefix, opts, env_text, selection, machine, (), timer, cuda)
         except BaseException:
             if not opts.dry_run and prefix.exists():
                 shutil.rmtree(prefix, ignore_errors=True)

@@ -277,24 +277,33 @@ class RattlerEngine:
         return (self.settings.cache_dir / "pkgs" / stem).is_dir()
 
     # -- recreate without solving ------------------------------------------------------------
-    def load_lock(self, path: Path) -> list[PlannedPackage]:
-        """A rattler (pixi-style) lock file: its records go straight to install (no solve)."""
+    def load_locked(self, locked: Any) -> list[PlannedPackage]:
+        """One platform of a lock (envkit.lockfile: v6 or v7, pixi's or envkit's): its records go straight
+        to install, no solve and no repodata. The entry is handed to rattler as v7, its own format, so
+        fields that v6 leaves to be derived (subdir, channel) are explicit."""
+        import tempfile
+
         from rattler import LockFile
 
-        try:
-            lock = LockFile.from_path(path)
-            env = lock.default_environment()
-            platforms = env.platforms() if env is not None else []
-        except Exception as exc:
-            raise EngineError(f"cannot read lock file {path}: {redact(str(exc))}",
-                              "pass a file written by `envkit export --format lock`") from exc
-        if env is None or not platforms:
-            raise EngineError(f"lock file {path} has no default environment", "export it again")
-        wanted = next((p for p in platforms if str(p) == self.settings.platform), None)
-        if wanted is None:
-            raise EngineError(f"lock file {path} has no packages for {self.settings.platform} "
-                              f"(it has {', '.join(str(p) for p in platforms)})", "lock on this platform")
-        self._records = list(env.conda_repodata_records_for_platform(wanted) or [])
+        from envkit.lockfile import Lock, render_lock
+
+        lock, entry = locked
+        single = Lock(channels=lock.channels, platforms=(entry,), environment="default")
+        with tempfile.TemporaryDirectory(prefix="envkit-lock-") as tmp:
+            path = Path(tmp) / "single.lock"
+            path.write_text(render_lock(single, 7), encoding="utf-8")
+            try:
+                env = LockFile.from_path(path).default_environment()
+                assert env is not None  # render_lock always writes the default environment
+                platform = next(p for p in env.platforms() if str(p) == entry.name)
+                records = list(env.conda_repodata_records_for_platform(platform) or [])
+            except Exception as exc:
+                raise EngineError(f"cannot use the {entry.name} packages of the lock: {redact(str(exc))}",
+                                  "regenerate it with `envkit lock` or `envkit export --format lock`") from exc
+        if len(records) != len(entry.conda):
+            raise EngineError(f"the lock lists {len(entry.conda)} conda packages for {entry.name}, "
+                              f"rattler read {len(records)}", "regenerate the lock")
+        self._records = records
         self._specs = [r.name.normalized for r in self._records]
         return [self._planned(r) for r in self._records]
 

@@ -7,13 +7,13 @@ list; never `nodefaults` (26.7 fetches it as a channel and fails); never `prefix
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from envkit.errors import RenderError
+from envkit.resources import yaml_str  # noqa: F401  (re-exported: it lived here before)
 
 TEMPLATE = "environment.yml.j2"
 # Conda and pip package names: letters, digits, '.', '_', '-' (conda's and PEP 508's common ground).
@@ -160,11 +160,6 @@ class EnvFile:
             header=[sanitize_comment(h) for h in self.header],
         )
         return text.rstrip("\n") + "\n"
-
-
-def yaml_str(value: Any) -> str:
-    """A YAML double-quoted scalar (JSON strings are valid YAML)."""
-    return json.dumps(str(value), ensure_ascii=False)
 
 
 def check_variables(raw: Any, where: str) -> tuple[tuple[str, str], ...]:

@@ -60,12 +60,15 @@ def test_portable_yaml_from_a_mirrored_env(capsys: pytest.CaptureFixture[str], s
     assert data["channels"] == ["conda-forge"]  # the mirror was undone
     assert server.url not in text and "127.0.0.1" not in text
     conda = [d for d in data["dependencies"] if isinstance(d, str)]
-    assert conda == sorted(conda) and all(d.count("=") == 1 for d in conda)  # name=version, no builds
-    assert "pytorch=2.13.0" in conda and not any(d.startswith("__") for d in conda)
+    # name=version, no build strings; the CUDA variant keeps only its portable *cuda* selector
+    assert conda == sorted(conda) and all(d.count("=") == 1 for d in conda if not d.startswith("pytorch="))
+    assert "pytorch=2.13.0=*cuda*" in conda and "cuda-version=13.0" in conda
+    assert not any(d.startswith("__") for d in conda)
     pip = next(d["pip"] for d in data["dependencies"] if isinstance(d, dict))
     assert pip == ["datasets==3.99.0", "transformers==4.99.0"]
     specs = conda_lock_specs(text, tmp_path)
     assert specs["pytorch"].version.strip("=") in ("2.13.0", "2.13.0.*") and specs["transformers"].manager == "pip"
+    assert specs["pytorch"].build == "*cuda*"  # conda-lock reads the selector as a build glob
 
 
 def test_yaml_round_trip_gives_the_same_versions(capsys: pytest.CaptureFixture[str], server: ChannelServer,
@@ -90,7 +93,7 @@ def test_explicit_and_lock_recreate_identical_builds(capsys: pytest.CaptureFixtu
     text = out.read_text()
     assert "127.0.0.1" not in text  # canonical URLs only
     if fmt == "explicit":
-        assert "@EXPLICIT" in text and "#sha256=" in text
+        assert "@EXPLICIT" in text and "#sha256" not in text and "#sha256=" not in text
         from rattler.explicit_environment import ExplicitEnvironmentSpec
 
         assert len(ExplicitEnvironmentSpec.from_str(text).packages) == len(installed(isolated / "envs" / "src"))
@@ -134,7 +137,7 @@ def test_from_history_keeps_versions_and_pip(capsys: pytest.CaptureFixture[str],
     make(capsys, "hist", "--spec", "dl_train", *GPU, "--mirror", server.url)
     data = yaml.safe_load(export(capsys, "hist", "--from-history"))
     conda = [d for d in data["dependencies"] if isinstance(d, str)]
-    assert "pytorch=2.13.0" in conda and "cuda-version=13.0" in conda and f"python={PY}" in " ".join(conda)
+    assert "pytorch=2.13.0=*cuda*" in conda and "cuda-version=13.0" in conda and f"python={PY}" in " ".join(conda)
     assert not any(d.startswith(("bench", "_")) for d in conda)
     pip = next(d["pip"] for d in data["dependencies"] if isinstance(d, dict))
     assert "transformers==4.99.0" in pip  # conda's own --from-history drops these
@@ -171,7 +174,7 @@ def test_conda_made_env(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> N
     assert data["channels"] == ["conda-forge", "pytorch"]  # mirror URL and token undone
     assert "tk-abc123" not in out and "alice:pw" not in out
     conda = [d for d in data["dependencies"] if isinstance(d, str)]
-    assert "numpy=1.26.4" in conda and "pytorch=2.1.0" in conda
+    assert "numpy=1.26.4" in conda and "pytorch=2.1.0=*cuda*" in conda  # py3.11_cuda11.8_cudnn8.7.0_0
     pip = next(d["pip"] for d in data["dependencies"] if isinstance(d, dict))
     assert pip == ["git+https://github.com/org/mylib.git@0123456789abcdef0123456789abcdef01234567",
                    "requests==2.32.3"]
@@ -182,7 +185,7 @@ def test_conda_made_env(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> N
     assert code == 1 and "editable" in err
     data = yaml.safe_load(export(capsys, "--prefix", str(prefix), "--from-history"))
     conda = [d for d in data["dependencies"] if isinstance(d, str)]
-    assert conda == ["numpy=1.26.4", "python=3.11.9", "pytorch=2.1.0"]
+    assert conda == ["numpy=1.26.4", "python=3.11.9", "pytorch=2.1.0=*cuda*"]
     assert data["variables"] == {"OMP_NUM_THREADS": "8"}
 
 

@@ -32,17 +32,28 @@ def test_no_driver_is_exit_0_with_a_cpu_notice(capsys: pytest.CaptureFixture[str
                                                monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # noqa: ANN001
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setattr("envkit.detect.sources.from_driver_files", lambda root: __import__(
-        "envkit.detect", fromlist=["_Partial"])._Partial())
+        "envkit.detect.sources", fromlist=["_Partial"])._Partial())
     code, out, _ = run_cli(capsys, "detect")
     assert code == 0 and "CPU build" in out
 
 
 def test_conda_override_cuda_env(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Precedence: flags > ENVKIT_* > CONDA_OVERRIDE_CUDA > detection (issue 12)."""
     monkeypatch.setenv("CONDA_OVERRIDE_CUDA", "12.4")
-    code, data = cli_json(capsys, "detect", "--json", "--driver-version", "550.54.15")
-    assert code == 0 and data["cuda_override"] == "12.4" and data["selection"]["cuda"] == "12.9"
+    code, data = cli_json(capsys, "detect", "--json", "--compute-capability", "9.0")
+    assert code == 0 and data["cuda_override"] == "12.4" and data["selection"]["cuda"] is not None
     monkeypatch.setenv("CONDA_OVERRIDE_CUDA", "")
-    code, data = cli_json(capsys, "detect", "--json", "--driver-version", "550.54.15")
+    code, data = cli_json(capsys, "detect", "--json", "--compute-capability", "9.0")
+    assert code == 0 and data["selection"]["cuda"] is None  # the environment beats detection
+    # ... but an explicit --driver-version beats CONDA_OVERRIDE_CUDA='' (it was a CPU build before)
+    code, data = cli_json(capsys, "detect", "--json", "--driver-version", "580.65.06", "--compute-capability", "9.0")
+    assert code == 0 and data["cuda_override"] is None and data["selection"]["cuda"] == "13.0"
+    assert any("CONDA_OVERRIDE_CUDA='' ignored" in n for n in data["notes"])
+    # ENVKIT_CUDA (the --cuda default) beats CONDA_OVERRIDE_CUDA, and the --cuda flag beats ENVKIT_CUDA
+    monkeypatch.setenv("ENVKIT_CUDA", "12.6")
+    code, data = cli_json(capsys, "detect", "--json", "--compute-capability", "9.0")
+    assert code == 0 and data["selection"]["cuda"] is not None  # a GPU build despite CONDA_OVERRIDE_CUDA=""
+    code, data = cli_json(capsys, "detect", "--json", "--compute-capability", "9.0", "--cuda", "cpu")
     assert code == 0 and data["selection"]["cuda"] is None
 
 

@@ -1,0 +1,115 @@
+"""envkit.lockfile: rattler-lock v6 (pixi, conda-lockfiles) and v7 (py-rattler 0.28) written and read back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from envkit.lockfile import (Lock, LockedConda, LockedPlatform, LockedPypi, LockError, build_number_of, parse_lock,
+                             read_lock, render_lock, split_filename, write_lock)
+from helpers import FIXTURES
+
+CF = "https://conda.anaconda.org/conda-forge"
+TORCH = LockedConda(f"{CF}/linux-64/pytorch-2.13.0-cuda130_generic_py311_h0_200.conda", sha256="a" * 64,
+                    md5="b" * 32, size=1265, depends=("python >=3.11,<3.11.9999", "__cuda"), license="BSD-3-Clause",
+                    timestamp=1760000000000)
+CUDA_VERSION = LockedConda(f"{CF}/noarch/cuda-version-13.0-h_envkit_3.conda", sha256="c" * 64, md5="d" * 32,
+                           constrains=("__cuda >=13",), build_number=0, size=870)
+WHEEL = LockedPypi("certifi", "2024.8.30", "https://files.example/certifi-2024.8.30-py3-none-any.whl", "e" * 64,
+                   requires_python=">=3.6")
+LOCK = Lock(channels=(CF,), platforms=(
+    LockedPlatform("linux-64", (TORCH, CUDA_VERSION), (WHEEL,)),
+    LockedPlatform("osx-arm64", (CUDA_VERSION,)),
+), indexes=("https://pypi.org/simple",), variables=(("OMP_NUM_THREADS", "4"),))
+
+
+def test_filename_parts_and_v6_build_number_rule() -> None:
+    assert split_filename("pytorch-2.13.0-cuda130_generic_py311_h0_200.conda") == (
+        "pytorch", "2.13.0", "cuda130_generic_py311_h0_200")
+    assert build_number_of("cuda130_generic_py311_h0_200") == 200
+    assert build_number_of("h_envkit_3") == 3 and build_number_of("cpython") == 0
+    assert build_number_of("7_cp313") == 313  # rattler's rule (trailing digits), not conda-lockfiles' 7
+    with pytest.raises(LockError, match="not a conda package file name"):
+        split_filename("readme.txt")
+
+
+@pytest.mark.parametrize("version", [6, 7])
+def test_round_trip(tmp_path: Path, version: int) -> None:
+    path = write_lock(LOCK, tmp_path / "envkit.lock", version=version)
+    text = path.read_text()
+    assert text.startswith(f"version: {version}\n")
+    back = read_lock(path)
+    assert back.version == version
+    assert back.channels == (CF + "/",) or back.channels == (CF,)
+    assert back.variables == LOCK.variables and back.indexes == LOCK.indexes
+    linux = back.platform("linux-64")
+    assert [c.url for c in linux.conda] == [CUDA_VERSION.url, TORCH.url]  # sorted by name
+    torch = next(c for c in linux.conda if c.name == "pytorch")
+    assert (torch.sha256, torch.md5, torch.size, torch.depends, torch.number) == (
+        TORCH.sha256, TORCH.md5, 1265, TORCH.depends, 200)
+    cv = next(c for c in linux.conda if c.name == "cuda-version")
+    assert cv.number == 0 and cv.platform_subdir == "noarch"  # the non-derivable build_number survives
+    assert linux.pypi == (WHEEL,)
+    assert back.platform("osx-arm64").conda[0].url == CUDA_VERSION.url
+    assert text.count(CUDA_VERSION.url) == 3  # two platform references, one package entry
+    if version == 6:
+        assert "subdir:" not in text and "platforms:" not in text.split("environments:")[0]
+    with pytest.raises(LockError, match="no packages for win-64"):
+        back.platform("win-64")
+
+
+@pytest.mark.parametrize("version", [6, 7])
+def test_rattler_reads_what_envkit_writes(tmp_path: Path, version: int) -> None:
+    rattler = pytest.importorskip("rattler")
+    path = write_lock(LOCK, tmp_path / "envkit.lock", version=version)
+    env = rattler.LockFile.from_path(path).default_environment()
+    linux = next(p for p in env.platforms() if str(p) == "linux-64")
+    records = {r.name.normalized: r for r in env.conda_repodata_records_for_platform(linux)}
+    assert records["pytorch"].build_number == 200 and records["cuda-version"].build_number == 0
+    assert str(records["cuda-version"].subdir) == "noarch"
+    assert records["pytorch"].sha256.hex() == "a" * 64
+
+
+def test_conda_lockfiles_v6_model_accepts_it(tmp_path: Path) -> None:
+    """conda-lockfiles 0.2 validates `version` <= 6 and requires a default env (its v6 pydantic model)."""
+    import yaml
+
+    data = yaml.safe_load(render_lock(LOCK, 6))
+    assert data["version"] == 6 and "default" in data["environments"]
+    for entry in data["packages"]:
+        assert ("conda" in entry) != ("pypi" in entry)
+
+
+def test_reads_pixi_v6_fixture() -> None:
+    lock = read_lock(FIXTURES / "locks" / "pixi-v6.lock")
+    assert lock.version == 6 and lock.names() == ("linux-64", "osx-arm64")
+    linux = lock.platform("linux-64")
+    assert [c.name for c in linux.conda] == ["python", "python_abi"]
+    assert linux.conda[1].number == 313 and linux.conda[1].platform_subdir == "noarch"
+    assert linux.pypi[0].name == "certifi" and linux.pypi[0].sha256 and linux.pypi[0].is_direct
+    assert linux.pypi[0].requirement().startswith("certifi @ https://")
+    rattler = pytest.importorskip("rattler")
+    env = rattler.LockFile.from_path(FIXTURES / "locks" / "pixi-v6.lock").default_environment()
+    plat = next(p for p in env.platforms() if str(p) == "linux-64")
+    numbers = {r.name.normalized: r.build_number for r in env.conda_repodata_records_for_platform(plat)}
+    assert numbers == {c.name: c.number for c in linux.conda}  # rattler derives the same numbers
+
+
+def test_reads_rattler_v7_with_local_paths(tmp_path: Path) -> None:
+    text = ("version: 7\nplatforms:\n- name: linux-64\nenvironments:\n  default:\n    channels:\n"
+            "    - url: file:///srv/chan\n    packages:\n      linux-64:\n      - conda: /srv/chan/linux-64/a-1-0.conda\n"
+            "packages:\n- conda: /srv/chan/linux-64/a-1-0.conda\n  subdir: linux-64\n  sha256: " + "f" * 64 + "\n")
+    lock = parse_lock(text)
+    assert lock.platform("linux-64").conda[0].url == "file:///srv/chan/linux-64/a-1-0.conda"
+
+
+@pytest.mark.parametrize("text,match", [
+    ("version: 5\nenvironments: {default: {}}\n", "version 5"),
+    ("name: x\n", "not a rattler lock"),
+    ("version: 6\n", "no environments"),
+    ("[unclosed", "not YAML"),
+])
+def test_bad_locks_say_why(text: str, match: str) -> None:
+    with pytest.raises(LockError, match=match):
+        parse_lock(text, "x.lock")
