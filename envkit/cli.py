@@ -220,6 +220,8 @@ def render(spec: str | None, from_file: str | None, spec_path: str | None, outpu
 @click.option("--no-adapt", is_flag=True, help="Take --file literally (no CUDA replacement).")
 @click.option("--lock", "lock_file", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Recreate the exact package set of a lock file (envkit export --format lock), no solve.")
+@click.option("--bundle", "bundle_dir", type=click.Path(exists=True, file_okay=False), default=None,
+              help="Install from a bundle folder (envkit bundle): no network, every checksum verified first.")
 @click.option("--mirror", default=None, envvar="ENVKIT_MIRROR", help="Mirror profile or URL for channels and PyPI.")
 @click.option("--channel", "channels", multiple=True, metavar="URL",
               help="Use these channels instead of the file's (repeatable; file://, http(s)://).")
@@ -234,7 +236,7 @@ def render(spec: str | None, from_file: str | None, spec_path: str | None, outpu
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
 @selection_options
 def create(name: str, spec: str | None, env_file: str | None, no_adapt: bool, lock_file: str | None,
-           mirror: str | None,
+           bundle_dir: str | None, mirror: str | None,
            channels: tuple[str, ...], prefix: str | None, engine: str | None, dry_run: bool, force: bool,
            no_verify: bool, require_gpu: bool, quiet: bool, as_json: bool, cuda: str | None, torch_spec: str | None,
            python: str | None, flavor: str | None, driver_version: str | None, compute_capability: tuple[str, ...],
@@ -247,6 +249,12 @@ def create(name: str, spec: str | None, env_file: str | None, no_adapt: bool, lo
     from envkit.errors import ExitCode
     from envkit.render.specs import available
 
+    bundle = None
+    if bundle_dir:
+        from envkit.bundle import load_bundle
+
+        bundle = load_bundle(Path(bundle_dir))  # every file's sha256 is checked before anything is installed
+        lock_file = str(bundle.lock_path)
     if spec is None and env_file is None and lock_file is None:
         spec = name if name in available() else "dl_train"
     opts = CreateOptions(
@@ -262,7 +270,12 @@ def create(name: str, spec: str | None, env_file: str | None, no_adapt: bool, lo
     quiet = quiet or as_json
     on_line = None if quiet else (lambda line: output.plain("  " + line, err=True))
     with output.progress(quiet) as progress:
-        result = create_env(opts, progress=progress, on_line=on_line)
+        if bundle is not None:
+            from envkit.bundle import create_from_bundle
+
+            result = create_from_bundle(opts, bundle, progress=progress, on_line=on_line)
+        else:
+            result = create_env(opts, progress=progress, on_line=on_line)
     if as_json:
         output.plain(output.dump_json(result.to_json()))
     elif dry_run:
@@ -392,8 +405,9 @@ def remove(name: str, yes: bool) -> None:
 
 
 # -- bundle and fleet (issue 13) --
-from envkit.cli_fleet import fleet as _fleet_group  # noqa: E402 - click only
+from envkit.cli_fleet import bundle as _bundle_cmd, fleet as _fleet_group  # noqa: E402 - click only
 
+cli.add_command(_bundle_cmd)
 cli.add_command(_fleet_group)
 
 

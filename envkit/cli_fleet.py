@@ -53,10 +53,97 @@ def _launcher(launcher: str, partition: str | None, count: int | None, nodelist:
                          SrunOptions(partition, account, time_limit, gpus_per_node, srun_args))
 
 
-def _request(cuda: str | None, torch_spec: str | None, python: str | None, flavor: str | None) -> Any:
-    from envkit.cli import _request as make
+def _request(cuda: str | None, torch_spec: str | None, python: str | None, flavor: str | None,
+             no_driver_check: bool = False) -> Any:
+    """Flag > ENVKIT_* (click) > config file > default, as cli._request does (not imported: no cycle)."""
+    from envkit.config import load_file_config
+    from envkit.models import Request
 
-    return make(cuda, torch_spec, python, flavor, False)
+    config = load_file_config()
+    cuda = cuda or config.get("cuda")
+    return Request(cuda=str(cuda) if cuda else "auto", torch=torch_spec or config.get("torch"), python=python,
+                   flavor=flavor or config.get("flavor") or "conda-forge", no_driver_check=no_driver_check)
+
+
+def build_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """What to build, and for which machine (the subset of create's options a solve needs)."""
+    options = [
+        click.option("--spec", "spec", default=None, help="Named spec or spec file (default: NAME if it is a spec, "
+                     "else dl_train)."),
+        click.option("--cuda", default=None, envvar="ENVKIT_CUDA", help="auto, cpu or X.Y."),
+        click.option("--torch", "torch_spec", default=None, metavar="SPEC", help="torch version or range."),
+        click.option("--python", "python", default=None, metavar="X.Y", help="Python version of the env."),
+        click.option("--flavor", type=click.Choice(["conda-forge", "pytorch", "pip"]), default=None,
+                     envvar="ENVKIT_FLAVOR"),
+        click.option("--mirror", default=None, envvar="ENVKIT_MIRROR", help="Mirror profile or URL."),
+        click.option("--channel", "channels", multiple=True, metavar="URL", help="Use these channels (repeatable)."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _create_options(name: str, spec: str | None, request: Any, flavor_given: bool, mirror: str | None,
+                    channels: tuple[str, ...], driver_version: str | None = None,
+                    compute_capabilities: tuple[str, ...] = ()) -> Any:
+    from envkit.config import load_file_config
+    from envkit.create import CreateOptions
+    from envkit.render.specs import available
+
+    if spec is None:
+        spec = name if name in available() else "dl_train"
+    return CreateOptions(name=name, spec=spec, request=request, flavor_given=flavor_given,
+                         mirror=mirror or load_file_config().get("mirror"), channels=channels, no_verify=True,
+                         driver_version=driver_version, compute_capabilities=compute_capabilities,
+                         argv=("envkit", "bundle", name))
+
+
+@click.command(epilog=FLEET_EPILOG)
+@click.argument("name", required=False)
+@click.option("--lock", "lock_file", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Bundle exactly this lock file (envkit lock / export --format lock / pixi.lock).")
+@click.option("-o", "--output", "out", type=click.Path(file_okay=False), required=True,
+              help="The bundle folder to write (must not exist or be empty).")
+@click.option("--driver-version", default=None, metavar="VER", envvar="ENVKIT_DRIVER_VERSION",
+              help="Solve for a machine with this driver (e.g. the cluster's oldest).")
+@click.option("--compute-capability", "compute_capability", multiple=True, metavar="X.Y",
+              help="Solve for these GPUs (repeat).")
+@click.option("--json", "as_json", is_flag=True, help="Print the manifest summary as JSON.")
+@build_options
+def bundle(name: str | None, lock_file: str | None, out: str, driver_version: str | None,
+           compute_capability: tuple[str, ...], as_json: bool, spec: str | None, cuda: str | None,
+           torch_spec: str | None, python: str | None, flavor: str | None, mirror: str | None,
+           channels: tuple[str, ...]) -> None:
+    """A self-contained folder (lock + every archive and wheel, with checksums) for machines without network.
+
+    NAME is an existing environment (its exact packages), or a spec to solve; --lock FILE bundles a lock.
+    Install it anywhere with: envkit create NAME --bundle DIR
+    """
+    from pathlib import Path
+
+    from envkit import output
+    from envkit.bundle import bundle_from_env, bundle_from_lock, bundle_from_spec
+    from envkit.errors import UsageError
+    from envkit.locations import default_prefix
+
+    target = Path(out)
+    if lock_file:
+        result = bundle_from_lock(Path(lock_file), target, name=name, mirror=mirror)
+    elif name and spec is None and (default_prefix(name) / "conda-meta").is_dir():
+        result = bundle_from_env(default_prefix(name), target)
+    elif name:
+        opts = _create_options(name, spec, _request(cuda, torch_spec, python, flavor, cuda not in (None, "auto")),
+                               flavor is not None, mirror, channels, driver_version, compute_capability)
+        result = bundle_from_spec(opts, target, on_step=lambda t: output.plain(f"  {t}", err=True))
+    else:
+        raise UsageError("give an environment NAME (or a spec name) or --lock FILE", "envkit bundle dl_train -o DIR")
+    data = result.to_json()
+    if as_json:
+        output.plain(output.dump_json({k: v for k, v in data.items() if k != "files"} | {"path": str(target)}))
+    else:
+        output.plain(f"wrote {target}: {data['conda_packages']} conda packages, {data['wheels']} wheels, "
+                     f"{data['bytes'] / 2**20:.1f} MiB in {result.seconds:.1f} s")
+        output.plain(f"install it without network: envkit create {result.name} --bundle {target}")
 
 
 @click.group(epilog=FLEET_EPILOG)
