@@ -222,6 +222,123 @@ def verify_cmd(name: str | None, prefix: str | None, python_exe: str | None, all
     raise SystemExit(int(result.exit_code))
 
 
+@fleet.command("create", epilog=FLEET_EPILOG)
+@click.argument("name")
+@click.option("--bundle", "bundle_dir", type=click.Path(exists=True, file_okay=False), default=None,
+              help="Install this existing bundle (no detect, no solve): nodes need no network at all.")
+@click.option("--bundle-dir", "bundle_out", type=click.Path(file_okay=False), default=None,
+              help="Where to write the fleet's bundle (a folder every node can read; default: beside the envs).")
+@click.option("--prefix", "prefix_template", default=None,
+              help="Env path on each node; {node} makes it node-local (e.g. /scratch/{node}/envs/NAME). "
+              "Without {node}: one shared prefix, created once and checked from every node.")
+@click.option("--force", is_flag=True, help="Replace existing envs (each old one survives a failed rebuild).")
+@click.option("--quiet", "-q", is_flag=True, help="No live progress table.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable summary.")
+@build_options
+@fleet_options
+def create_cmd(name: str, bundle_dir: str | None, bundle_out: str | None, prefix_template: str | None, force: bool,
+               quiet: bool, as_json: bool, spec: str | None, cuda: str | None, torch_spec: str | None,
+               python: str | None, flavor: str | None, mirror: str | None, channels: tuple[str, ...], launcher: str,
+               partition: str | None, count: int | None, nodelist: str | None, exclude: tuple[str, ...],
+               account: str | None, time_limit: str | None, gpus_per_node: int | None, srun_args: tuple[str, ...],
+               timeout: float | None) -> None:
+    """Select for the fleet, solve once, bundle, install on every node in parallel, check they are identical."""
+    import time
+    from pathlib import Path
+
+    from envkit import output
+    from envkit.bundle import bundle_from_spec
+    from envkit.errors import ExitCode
+    from envkit.fleet.create import CREATE_TIMEOUT, fleet_create
+    from envkit.fleet.select import request_for_fleet
+    from envkit.locations import check_name, default_prefix
+
+    check_name(name)
+    runner = _launcher(launcher, partition, count, nodelist, exclude, account, time_limit, gpus_per_node, srun_args)
+    request = _request(cuda, torch_spec, python, flavor, cuda not in (None, "auto"))
+    out = Path(bundle_out) if bundle_out else (
+        default_prefix(name).parent / ".envkit-bundles" / f"{name}-{time.strftime('%Y%m%dT%H%M%S')}")
+    quiet = quiet or as_json
+
+    def make_bundle(fleet: Any) -> Any:
+        opts = _create_options(name, spec, request_for_fleet(fleet, request), flavor is not None, mirror, channels,
+                               fleet.driver_version, fleet.compute_capabilities)
+        return bundle_from_spec(opts, out, on_step=None if quiet else lambda t: output.plain(f"  {t}", err=True))
+
+    table = LiveNodes(quiet)
+    with table:
+        result = fleet_create(runner, name, bundle_dir=Path(bundle_dir) if bundle_dir else out,
+                              make_bundle=None if bundle_dir else make_bundle, request=request,
+                              prefix_template=prefix_template, force=force, timeout=timeout or CREATE_TIMEOUT,
+                              on_step=None if quiet else lambda t: table.note(t), on_event=table.event)
+    if as_json:
+        output.plain(output.dump_json(result.to_json()))
+    else:
+        print_fleet_create(result)
+    if not result.ok:
+        raise SystemExit(int(ExitCode.ERROR))
+
+
+class LiveNodes:
+    """A live per-node table on stderr (rich), fed by the launcher's events; silent when quiet."""
+
+    def __init__(self, quiet: bool) -> None:
+        import threading
+
+        self.quiet = quiet
+        self.rows: dict[str, tuple[str, float, float | None, str]] = {}
+        self.lock = threading.Lock()
+        self.live: Any = None
+
+    def __enter__(self) -> LiveNodes:
+        if not self.quiet:
+            from rich.live import Live
+
+            from envkit.output import console
+
+            self.live = Live(get_renderable=self.render, console=console(stderr=True), refresh_per_second=4,
+                             transient=False)
+            self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.live is not None:
+            self.live.__exit__(*exc)
+
+    def note(self, text: str) -> None:
+        if self.live is not None:
+            self.live.console.print(f"  {text}", highlight=False, markup=False)
+
+    def event(self, node: str, what: str, run: Any) -> None:
+        import time
+
+        with self.lock:
+            if what == "running":
+                self.rows[node] = ("running", time.monotonic(), None, "")
+            else:
+                started = self.rows.get(node, ("", time.monotonic(), None, ""))[1]
+                ok = run is not None and run.ok
+                error = "" if ok or run is None else (run.error or run.stderr_tail(1))
+                self.rows[node] = ("done" if ok else "FAILED", started, run.seconds if run else 0.0, error)
+
+    def render(self) -> Any:
+        import time
+
+        from rich.table import Table
+
+        from envkit.output import esc
+
+        table = Table(show_edge=False, title=None)
+        for col in ("node", "state", "s", "error"):
+            table.add_column(col, overflow="fold")
+        with self.lock:
+            for node, (state, started, seconds, error) in sorted(self.rows.items()):
+                style = {"done": "green", "FAILED": "bold red"}.get(state, "yellow")
+                took = seconds if seconds is not None else time.monotonic() - started
+                table.add_row(esc(node), f"[{style}]{state}[/]", f"{took:.1f}", esc(error[:120]))
+        return table
+
+
 # -- rendering ------------------------------------------------------------------------------------
 def _gpus(machine: Any) -> str:
     if machine is None:
@@ -327,3 +444,27 @@ def print_fleet_verify(result: Any) -> None:
             con.print(f"  [red]{esc(node)}[/]: {esc(err)}")
     con.print(f"[{_STYLE.get(result.outcome, '')}]{result.outcome}[/]: {esc(result.summary)} "
               f"({result.seconds:.1f} s)")
+
+
+def print_fleet_create(result: Any) -> None:
+    from rich.table import Table
+
+    from envkit.output import console, esc
+
+    con = console()
+    table = Table(show_edge=False)
+    for col in ("node", "result", "prefix", "packages", "s", "error"):
+        table.add_column(col, overflow="fold")
+    digests = sorted({n.digest for n in result.nodes if n.ok and n.digest})
+    for n in result.nodes:
+        status = "[green]ok[/]" if n.ok else f"[bold red]FAILED ({n.phase})[/]"
+        table.add_row(esc(n.node), status, esc(n.prefix or ""), str(n.packages or ""), f"{n.seconds:.1f}",
+                      esc(n.error or ""))
+    con.print(table)
+    ok = [n for n in result.nodes if n.ok]
+    where = "one shared prefix" if result.shared else "node-local prefixes"
+    same = "identical on every node" if result.identical else f"[bold red]NOT identical ({len(digests)} variants)[/]"
+    con.print(f"{len(ok)} of {len(result.nodes)} node(s) ok ({where}); records {same}; bundle {esc(result.bundle)}; "
+              f"{result.seconds:.1f} s (" + ", ".join(f"{k} {v:.1f} s" for k, v in result.phases.items()) + ")")
+    for n in result.failed:
+        con.print(f"[red]{esc(n.node)}[/]: {esc(n.error or '?')} (nothing half-made is left there)")

@@ -16,6 +16,8 @@ import pytest
 from click.testing import CliRunner
 
 from envkit.cli import cli
+from testbed.channel import PY, TestBed
+from testbed.server import ChannelServer
 from testbed.slurm import SlurmCluster, missing_reason
 
 REASON = missing_reason()
@@ -50,8 +52,8 @@ def slurm(cluster: SlurmCluster, monkeypatch: pytest.MonkeyPatch) -> SlurmCluste
 
 def fleet_json(*args: str) -> tuple[int, dict]:  # type: ignore[type-arg]
     result = CliRunner().invoke(cli, ["fleet", *args, "--json"])
-    assert result.output.strip().startswith("{"), result.output
-    return result.exit_code, json.loads(result.output)
+    assert result.stdout.strip().startswith("{"), result.output
+    return result.exit_code, json.loads(result.stdout)
 
 
 def test_inventory_of_four_heterogeneous_nodes(slurm: SlurmCluster) -> None:
@@ -211,3 +213,53 @@ def test_dead_node_is_reported_within_its_timeout(tmp_path: Path, monkeypatch: p
     assert rows["d2"]["outcome"] == "FAIL" and "no answer within 6 s" in rows["d2"]["error"]
     assert code == 3
     assert elapsed < 12, elapsed
+
+
+def records(prefix: Path) -> set[str]:
+    return {p.name for p in (prefix / "conda-meta").glob("*.json")}
+
+
+def test_fleet_create_selects_for_the_fleet_solves_once_installs_everywhere(slurm: SlurmCluster, testbed: TestBed,
+                                                                            tmp_path: Path) -> None:
+    with ChannelServer(testbed.root) as srv:
+        code, data = fleet_json("create", "dl", "--spec", "dl_train", "--python", PY, "--mirror", srv.url,
+                                "--prefix", f"{tmp_path}/{{node}}/dl", "--bundle-dir", str(tmp_path / "bundle"))
+        solves = len(srv.hits("repodata.json")) + len(srv.hits("repodata_shards.msgpack.zst"))
+    assert code == 0, data
+    assert data["fleet"]["binding"] == ["n1"] and data["fleet"]["cuda"] == "12.2"
+    assert data["ok"] and data["identical"] and not data["shared_prefix"]
+    assert [n["node"] for n in data["nodes"] if n["ok"]] == ["n1", "n2", "n3", "n4"]
+    sets = [records(tmp_path / n / "dl") for n in ("n1", "n2", "n3", "n4")]
+    assert sets[0] and all(s == sets[0] for s in sets)
+    # n1's driver (CUDA 12.2) binds: the CUDA 12.9 build through minor version compatibility, on every node
+    assert any(r.startswith("pytorch-2.13.0-cuda129") for r in sets[0])
+    assert solves <= 6, f"repodata fetched {solves} times: the fleet must solve once, not once per node"
+
+
+def test_fleet_create_from_a_bundle_offline_and_a_node_failing_midway(slurm: SlurmCluster, testbed: TestBed,
+                                                                      tmp_path: Path) -> None:
+    bundle = tmp_path / "bundle"
+    with ChannelServer(testbed.root) as srv:
+        result = CliRunner().invoke(cli, ["bundle", "dl", "--spec", "dl_train", "--cuda", "13.0", "--python", PY,
+                                          "--mirror", srv.url, "-o", str(bundle)])
+        assert result.exit_code == 0, result.output
+    # the mirror is gone; on top, every node's proxy points at a closed port: only the bundle folder is reachable
+    dead = {"http_proxy": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9",
+            "HTTP_PROXY": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9"}
+    env = {n: dict(dead) for n in slurm.nodes}
+    env["n3"]["PIP_CONSTRAINT"] = "/nonexistent/constraints.txt"  # n3's pip step fails after conda linked
+    slurm.write_node_env(env)
+    code, data = fleet_json("create", "dl", "--bundle", str(bundle), "--prefix", f"{tmp_path}/{{node}}/dl")
+    assert code == 1
+    rows = {n["node"]: n for n in data["nodes"]}
+    assert [n for n in rows if rows[n]["ok"]] == ["n1", "n2", "n4"] and data["identical"]
+    assert "pip" in rows["n3"]["error"], rows["n3"]
+    assert records(tmp_path / "n1" / "dl") == records(tmp_path / "n4" / "dl")
+    assert not (tmp_path / "n3" / "dl").exists()
+    assert not [p.name for p in (tmp_path / "n3").iterdir()] if (tmp_path / "n3").exists() else True
+
+    # one shared prefix: created once (by the first node), then checked from every node
+    slurm.write_node_env({n: dict(dead) for n in slurm.nodes})
+    code, data = fleet_json("create", "shared", "--bundle", str(bundle), "--prefix", f"{tmp_path}/shared/env")
+    assert code == 0 and data["shared_prefix"] and data["identical"]
+    assert [n["ok"] for n in data["nodes"]] == [True] * 4
