@@ -70,6 +70,9 @@ def build_options(func: Callable[..., Any]) -> Callable[..., Any]:
     options = [
         click.option("--spec", "spec", default=None, help="Named spec or spec file (default: NAME if it is a spec, "
                      "else dl_train)."),
+        click.option("--file", "env_file", type=click.Path(exists=True, dir_okay=False), default=None,
+                     help="Build from this environment.yml (adapted to the fleet unless --no-adapt)."),
+        click.option("--no-adapt", is_flag=True, help="Take --file literally (no CUDA replacement)."),
         click.option("--cuda", default=None, envvar="ENVKIT_CUDA", help="auto, cpu or X.Y."),
         click.option("--torch", "torch_spec", default=None, metavar="SPEC", help="torch version or range."),
         click.option("--python", "python", default=None, metavar="X.Y", help="Python version of the env."),
@@ -85,14 +88,18 @@ def build_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 def _create_options(name: str, spec: str | None, request: Any, flavor_given: bool, mirror: str | None,
                     channels: tuple[str, ...], driver_version: str | None = None,
-                    compute_capabilities: tuple[str, ...] = ()) -> Any:
+                    compute_capabilities: tuple[str, ...] = (), env_file: str | None = None,
+                    no_adapt: bool = False) -> Any:
+    from pathlib import Path
+
     from envkit.config import load_file_config
     from envkit.create import CreateOptions
     from envkit.render.specs import available
 
-    if spec is None:
+    if spec is None and env_file is None:
         spec = name if name in available() else "dl_train"
-    return CreateOptions(name=name, spec=spec, request=request, flavor_given=flavor_given,
+    return CreateOptions(name=name, spec=spec, file=Path(env_file) if env_file else None, no_adapt=no_adapt,
+                         request=request, flavor_given=flavor_given,
                          mirror=mirror or load_file_config().get("mirror"), channels=channels, no_verify=True,
                          driver_version=driver_version, compute_capabilities=compute_capabilities,
                          argv=("envkit", "bundle", name))
@@ -111,9 +118,9 @@ def _create_options(name: str, spec: str | None, request: Any, flavor_given: boo
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest summary as JSON.")
 @build_options
 def bundle(name: str | None, lock_file: str | None, out: str, driver_version: str | None,
-           compute_capability: tuple[str, ...], as_json: bool, spec: str | None, cuda: str | None,
-           torch_spec: str | None, python: str | None, flavor: str | None, mirror: str | None,
-           channels: tuple[str, ...]) -> None:
+           compute_capability: tuple[str, ...], as_json: bool, spec: str | None, env_file: str | None,
+           no_adapt: bool, cuda: str | None, torch_spec: str | None, python: str | None, flavor: str | None,
+           mirror: str | None, channels: tuple[str, ...]) -> None:
     """A self-contained folder (lock + every archive and wheel, with checksums) for machines without network.
 
     NAME is an existing environment (its exact packages), or a spec to solve; --lock FILE bundles a lock.
@@ -129,11 +136,12 @@ def bundle(name: str | None, lock_file: str | None, out: str, driver_version: st
     target = Path(out)
     if lock_file:
         result = bundle_from_lock(Path(lock_file), target, name=name, mirror=mirror)
-    elif name and spec is None and (default_prefix(name) / "conda-meta").is_dir():
+    elif name and spec is None and env_file is None and (default_prefix(name) / "conda-meta").is_dir():
         result = bundle_from_env(default_prefix(name), target)
     elif name:
         opts = _create_options(name, spec, _request(cuda, torch_spec, python, flavor, cuda not in (None, "auto")),
-                               flavor is not None, mirror, channels, driver_version, compute_capability)
+                               flavor is not None, mirror, channels, driver_version, compute_capability,
+                               env_file, no_adapt)
         result = bundle_from_spec(opts, target, on_step=lambda t: output.plain(f"  {t}", err=True))
     else:
         raise UsageError("give an environment NAME (or a spec name) or --lock FILE", "envkit bundle dl_train -o DIR")
@@ -237,8 +245,9 @@ def verify_cmd(name: str | None, prefix: str | None, python_exe: str | None, all
 @build_options
 @fleet_options
 def create_cmd(name: str, bundle_dir: str | None, bundle_out: str | None, prefix_template: str | None, force: bool,
-               quiet: bool, as_json: bool, spec: str | None, cuda: str | None, torch_spec: str | None,
-               python: str | None, flavor: str | None, mirror: str | None, channels: tuple[str, ...], launcher: str,
+               quiet: bool, as_json: bool, spec: str | None, env_file: str | None, no_adapt: bool, cuda: str | None,
+               torch_spec: str | None, python: str | None, flavor: str | None, mirror: str | None,
+               channels: tuple[str, ...], launcher: str,
                partition: str | None, count: int | None, nodelist: str | None, exclude: tuple[str, ...],
                account: str | None, time_limit: str | None, gpus_per_node: int | None, srun_args: tuple[str, ...],
                timeout: float | None) -> None:
@@ -261,8 +270,12 @@ def create_cmd(name: str, bundle_dir: str | None, bundle_out: str | None, prefix
     quiet = quiet or as_json
 
     def make_bundle(fleet: Any) -> Any:
-        opts = _create_options(name, spec, request_for_fleet(fleet, request), flavor is not None, mirror, channels,
-                               fleet.driver_version, fleet.compute_capabilities)
+        if fleet is None:  # --file --no-adapt: taken literally, for whatever machine
+            opts = _create_options(name, spec, request, flavor is not None, mirror, channels, env_file=env_file,
+                                   no_adapt=no_adapt)
+        else:
+            opts = _create_options(name, spec, request_for_fleet(fleet, request), flavor is not None, mirror,
+                                   channels, fleet.driver_version, fleet.compute_capabilities, env_file, no_adapt)
         return bundle_from_spec(opts, out, on_step=None if quiet else lambda t: output.plain(f"  {t}", err=True))
 
     table = LiveNodes(quiet)
@@ -270,7 +283,7 @@ def create_cmd(name: str, bundle_dir: str | None, bundle_out: str | None, prefix
         result = fleet_create(runner, name, bundle_dir=Path(bundle_dir) if bundle_dir else out,
                               make_bundle=None if bundle_dir else make_bundle, request=request,
                               prefix_template=prefix_template, force=force, timeout=timeout or CREATE_TIMEOUT,
-                              on_step=None if quiet else lambda t: table.note(t), on_event=table.event)
+                              select=not (env_file and no_adapt), on_step=None if quiet else lambda t: table.note(t), on_event=table.event)
     if as_json:
         output.plain(output.dump_json(result.to_json()))
     else:

@@ -164,10 +164,11 @@ def install_everywhere(launcher: Launcher, nodes: Sequence[NodeSlot], name: str,
 
 def fleet_create(launcher: Launcher, name: str, *, bundle_dir: Path, make_bundle: Callable[[Any], Any] | None,
                  request: Any = None, prefix_template: str | None = None, force: bool = False,
-                 timeout: float = CREATE_TIMEOUT, on_step: Callable[[str], None] | None = None,
+                 timeout: float = CREATE_TIMEOUT, select: bool = True, on_step: Callable[[str], None] | None = None,
                  on_event: Callable[[str, str, NodeRun | None], None] | None = None) -> FleetCreate:
-    """With `make_bundle` (FleetSelection -> Bundle): inventory, select, solve once, bundle; else install the
-    existing bundle at `bundle_dir`. Then install everywhere."""
+    """With `make_bundle` (FleetSelection -> Bundle): inventory, select, solve once, bundle (`select=False`: a
+    file taken literally has nothing to select); else install the existing bundle at `bundle_dir`. Then
+    install everywhere."""
     from envkit.bundle import load_bundle
 
     step = on_step or (lambda _t: None)
@@ -175,7 +176,12 @@ def fleet_create(launcher: Launcher, name: str, *, bundle_dir: Path, make_bundle
     phases: dict[str, float] = {}
     fleet = None
     slots = launcher.nodes()
-    if make_bundle is not None:
+    if make_bundle is not None and not select:
+        step("the file is taken as is (--no-adapt): nothing to select, solving once")
+        t0 = time.perf_counter()
+        bundle = make_bundle(None)
+        phases["solve+bundle"] = time.perf_counter() - t0
+    elif make_bundle is not None:
         from envkit.fleet.inventory import inventory
         from envkit.fleet.select import select_fleet
 
