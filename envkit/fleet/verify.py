@@ -159,7 +159,9 @@ def nccl_argv(target: Target, node: str, *, nnodes: int, endpoint: str, rdzv_id:
 
 
 def run_nccl(launcher: Launcher, nodes: Sequence[NodeSlot], target: Target, *, nproc: str = "gpu",
-             timeout: float = 180.0) -> NcclResult:
+             timeout: float = 180.0, no_gpu: Sequence[str] = ()) -> NcclResult:
+    """One torchrun per node; `nproc` "gpu" means one rank per visible GPU, and one rank (gloo on the CPU)
+    on the nodes in `no_gpu`, where torchrun would refuse "gpu"."""
     usable = [n for n in nodes if n.usable]
     if len(usable) < 1:
         return NcclResult(FAIL, "no node to run the NCCL check on")
@@ -167,7 +169,8 @@ def run_nccl(launcher: Launcher, nodes: Sequence[NodeSlot], target: Target, *, n
     endpoint = f"{launcher.address(first)}:{_free_port()}"
     rdzv_id = f"envkit-{secrets.token_hex(4)}"
     runs = run_all(launcher, usable, lambda n: nccl_argv(target, n.name, nnodes=len(usable), endpoint=endpoint,
-                                                         rdzv_id=rdzv_id, is_host=n.name == first, nproc=nproc,
+                                                         rdzv_id=rdzv_id, is_host=n.name == first,
+                                                         nproc="1" if nproc == "gpu" and n.name in no_gpu else nproc,
                                                          timeout=payload_timeout(timeout)),
                    timeout=timeout)
     errors: dict[str, str] = {}
@@ -237,5 +240,6 @@ def fleet_verify(launcher: Launcher, target: Target, *, all_gpus: bool = False, 
     nccl_result = None
     if nccl:
         reachable = [n for n, r in zip(nodes, rows) if r.error is None]
-        nccl_result = run_nccl(launcher, reachable, target, nproc=nproc, timeout=timeout)
+        no_gpu = [r.node for r in rows if r.checks.get("driver") != PASS]
+        nccl_result = run_nccl(launcher, reachable, target, nproc=nproc, timeout=timeout, no_gpu=no_gpu)
     return aggregate(rows, nccl_result, time.perf_counter() - start)

@@ -189,7 +189,7 @@ def test_fleet_verify_nccl_across_two_nodes_real_torch(slurm: SlurmCluster) -> N
     import sys
 
     pytest.importorskip("torch")
-    code, data = fleet_json("verify", "--python", sys.executable, "--quick", "--nccl", "--nproc-per-node", "1",
+    code, data = fleet_json("verify", "--python", sys.executable, "--quick", "--nccl",
                             "--nodelist", "n[1-2]", "--timeout", "120")
     assert [n["outcome"] for n in data["nodes"]] == ["SKIPPED", "SKIPPED"], data
     nccl = data["nccl"]

@@ -24,12 +24,14 @@ DAEMONS = ("slurmctld", "slurmd", "munged")
 CLIENTS = ("srun", "sinfo", "squeue", "scancel", "scontrol")
 
 
-def missing_reason() -> str | None:
+def missing_reason(install_root: Path | None = None) -> str | None:
     """Why a local cluster cannot run here (None when it can)."""
     for tool in DAEMONS:
-        if shutil.which(tool) is None and not Path(f"/usr/sbin/{tool}").exists():
+        if not Path(_exe(tool, install_root)).exists():
             return f"{tool} is not installed (apt-get install slurmctld slurmd slurm-client munge)"
     for tool in CLIENTS:
+        if install_root is not None and (install_root / "usr" / "bin" / tool).exists():
+            continue
         if shutil.which(tool) is None:
             return f"{tool} is not installed (apt-get install slurm-client)"
     if os.geteuid() != 0:
@@ -37,8 +39,22 @@ def missing_reason() -> str | None:
     return None
 
 
-def _exe(name: str) -> str:
+def _exe(name: str, install_root: Path | None = None) -> str:
+    if install_root is not None:
+        sbin = install_root / "usr" / "sbin"
+        # Debian ships slurmctld-wlm etc. and links the plain names through update-alternatives at install
+        return str(sbin / name) if (sbin / name).exists() or not (sbin / f"{name}-wlm").exists() \
+            else str(sbin / f"{name}-wlm")
     return shutil.which(name) or f"/usr/sbin/{name}"
+
+
+def relocated_env(install_root: Path) -> dict[str, str]:
+    """PATH and LD_LIBRARY_PATH for Slurm unpacked from its .deb files (dpkg-deb -x) into a folder
+    instead of installed: no root file system change on a host that only borrows it."""
+    lib = install_root / "usr" / "lib" / "x86_64-linux-gnu"
+    return {"PATH": f"{install_root / 'usr' / 'bin'}:{install_root / 'usr' / 'sbin'}:{os.environ.get('PATH', '')}",
+            "LD_LIBRARY_PATH": ":".join(p for p in (str(lib), str(lib / "slurm-wlm"),
+                                                    os.environ.get("LD_LIBRARY_PATH", "")) if p)}
 
 
 def _free_port() -> int:
@@ -74,6 +90,7 @@ class SlurmCluster:
     partitions: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     gpus_per_node: int = 2
     cpus_per_node: int = 4
+    install_root: Path | None = None  # Slurm and munge unpacked from their .deb files (None: installed)
     pids: dict[str, int] = field(default_factory=dict)
     killed: set[str] = field(default_factory=set)
     _procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
@@ -86,6 +103,8 @@ class SlurmCluster:
         """An environment whose Slurm clients talk to this cluster."""
         env = dict(os.environ if base is None else base)
         env["SLURM_CONF"] = str(self.conf)
+        if self.install_root is not None:
+            env.update(relocated_env(self.install_root))
         for name in [k for k in env if k.startswith(("SLURM_JOB", "SLURM_NODELIST", "SLURM_STEP"))]:
             env.pop(name)
         return env
@@ -145,6 +164,8 @@ class SlurmCluster:
             "GresTypes=gpu",
             f"TaskProlog={prolog}",
         ]
+        if self.install_root is not None:
+            lines.append(f"PluginDir={self.install_root / 'usr' / 'lib' / 'x86_64-linux-gnu' / 'slurm-wlm'}")
         for node in self.nodes:
             lines.append(f"NodeName={node} NodeHostname=localhost NodeAddr=127.0.0.1 Port={_free_port()} "
                          f"CPUs={self.cpus_per_node} RealMemory=1000 Gres=gpu:{self.gpus_per_node} State=UNKNOWN")
@@ -185,13 +206,15 @@ class SlurmCluster:
         self.root.mkdir(parents=True, exist_ok=True)
         self._write_config()
         munge = self.root / "munge"
-        self._spawn("munged", [_exe("munged"), "-F", "-f", f"--socket={munge / 'munge.sock'}",
+        self._spawn("munged", [_exe("munged", self.install_root), "-F", "-f", f"--socket={munge / 'munge.sock'}",
                                f"--key-file={munge / 'munge.key'}", f"--pid-file={munge / 'munged.pid'}",
                                f"--log-file={munge / 'munged.log'}", f"--seed-file={munge / 'munged.seed'}"])
         self._wait(lambda: (munge / "munge.sock").exists(), timeout, "munged did not create its socket")
-        self._spawn("slurmctld", [_exe("slurmctld"), "-D", "-c", "-i", "-f", str(self.conf)])
+        self._spawn("slurmctld", [_exe("slurmctld", self.install_root), "-D", "-c", "-i", "-f", str(self.conf)])
+        stepd = ["-d", _exe("slurmstepd", self.install_root)] if self.install_root is not None else []
         for node in self.nodes:
-            self._spawn(f"slurmd:{node}", [_exe("slurmd"), "-D", "-N", node, "-f", str(self.conf)])
+            self._spawn(f"slurmd:{node}", [_exe("slurmd", self.install_root), "-D", "-N", node, "-f", str(self.conf),
+                                           *stepd])
         try:
             self._wait(self._all_idle, timeout, "the nodes did not become idle")
         except BaseException:
