@@ -63,19 +63,19 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _loopback_resolves() -> bool:
-    try:
-        socket.getaddrinfo("127.0.0.1", None, flags=socket.AI_ADDRCONFIG)
-        return True
-    except socket.gaierror:
+def _only_loopback() -> bool:
+    """No global IPv4 address: a loopback-only network namespace (`unshare -n`)."""
+    if shutil.which("ip") is None:
         return False
+    done = subprocess.run(["ip", "-o", "-4", "addr", "show", "scope", "global"], capture_output=True, text=True)
+    return done.returncode == 0 and not done.stdout.strip()
 
 
 def ensure_loopback_resolves() -> None:
     """In a loopback-only network namespace (scripts/test) Slurm cannot resolve 127.0.0.1 because it
     asks with AI_ADDRCONFIG; a second loopback address fixes it (slurm-local.md, pitfalls).
-    Only done where the check fails, i.e. inside such a private namespace."""
-    if _loopback_resolves() or shutil.which("ip") is None:
+    Only done where lo is the only interface, i.e. inside such a private namespace."""
+    if not _only_loopback():
         return
     subprocess.run(["ip", "addr", "add", "127.0.0.2/8", "dev", "lo"], check=False, capture_output=True)
 
