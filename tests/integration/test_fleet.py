@@ -116,15 +116,6 @@ def test_slow_node_is_a_row_not_a_hang(slurm: SlurmCluster) -> None:
     assert data["fleet"][0]["nodes"] == ["n1", "n2", "n4"]
 
 
-def test_local_launcher_same_code_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ENVKIT_DRIVER_VERSION", "580.65.06")
-    monkeypatch.setenv("ENVKIT_COMPUTE_CAPABILITY", "9.0")
-    code, data = fleet_json("detect", "--launcher", "local", "--nodes", "2")
-    assert code == 0
-    assert [n["node"] for n in data["nodes"]] == ["local1", "local2"]
-    assert data["fleet"][0]["cuda"] == "13.0"
-
-
 STUB = r'''#!{python}
 """The GPU, faked at its seam: prints what the verify payload would print on this node's GPU."""
 import json, os, sys
