@@ -254,3 +254,20 @@ def test_fleet_create_from_a_bundle_offline_and_a_node_failing_midway(slurm: Slu
     code, data = fleet_json("create", "shared", "--bundle", str(bundle), "--prefix", f"{tmp_path}/shared/env")
     assert code == 0 and data["shared_prefix"] and data["identical"]
     assert [n["ok"] for n in data["nodes"]] == [True] * 4
+
+
+def test_inside_an_allocation_the_jobs_nodes_are_used(slurm: SlurmCluster, tmp_path: Path) -> None:
+    """The README's sbatch example: envkit runs in the batch step and uses exactly the job's nodes."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "detect.json"
+    script = tmp_path / "job.sh"
+    script.write_text(f"#!/bin/sh\n#SBATCH --nodes=2\n#SBATCH --nodelist=n2,n3\n"
+                      f"{sys.executable} -m envkit fleet detect --json > {out}\n")
+    done = subprocess.run(["sbatch", "--wait", "--output", str(tmp_path / "job.log"), str(script)],
+                          env=slurm.env(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr + (tmp_path / "job.log").read_text()
+    data = json.loads(out.read_text())
+    assert [n["node"] for n in data["nodes"]] == ["n2", "n3"] and all(n["ok"] for n in data["nodes"])
+    assert data["fleet"][0]["binding"] == ["n3"]
