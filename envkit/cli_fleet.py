@@ -21,7 +21,8 @@ def fleet_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """Which nodes, and how to reach them (srun options pass through as given)."""
     options = [
         click.option("--launcher", type=click.Choice(["slurm", "local"]), default="slurm", show_default=True,
-                     envvar="ENVKIT_FLEET_LAUNCHER", help="slurm: one srun per node; local: processes on this machine."),
+                     envvar="ENVKIT_FLEET_LAUNCHER",
+                     help="slurm: one srun per node; local: processes on this machine."),
         click.option("--partition", "-p", default=None, help="Slurm partition to use."),
         click.option("--nodes", "-N", "count", type=click.IntRange(min=1), default=None,
                      help="How many nodes (slurm: the first N usable ones; local: N pseudo nodes)."),
@@ -283,7 +284,8 @@ def create_cmd(name: str, bundle_dir: str | None, bundle_out: str | None, prefix
         result = fleet_create(runner, name, bundle_dir=Path(bundle_dir) if bundle_dir else out,
                               make_bundle=None if bundle_dir else make_bundle, request=request,
                               prefix_template=prefix_template, force=force, timeout=timeout or CREATE_TIMEOUT,
-                              select=not (env_file and no_adapt), on_step=None if quiet else lambda t: table.note(t), on_event=table.event)
+                              select=not (env_file and no_adapt), on_step=None if quiet else table.note,
+                              on_event=table.event)
     if as_json:
         output.plain(output.dump_json(result.to_json()))
     else:

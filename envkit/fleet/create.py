@@ -26,6 +26,7 @@ CHECK_TIMEOUT = 120.0
 _CHECK = ("import json, os, sys; m = os.path.join(sys.prefix, 'conda-meta'); "
           "print(json.dumps({'prefix': sys.prefix, 'records': sorted(f for f in os.listdir(m) "
           "if f.endswith('.json'))}))")
+_CREATE_THEN_CHECK = 'py="$1"; check="$2"; shift 2; "$@" || exit $?; exec "$py" -I -c "$check"'
 
 
 @dataclass(frozen=True)
@@ -107,14 +108,20 @@ def install_everywhere(launcher: Launcher, nodes: Sequence[NodeSlot], name: str,
     shared = prefix_template is None or "{node}" not in prefix_template
     phases: dict[str, float] = {}
 
+    shared_prefix = prefix_template or str(default_prefix(name))
+
+    def python_on(node: NodeSlot) -> str:
+        return str(Path(prefix_for(prefix_template, name, node.name) or shared_prefix) / "bin" / "python")
+
     def create_argv(node: NodeSlot) -> list[str]:
+        """create, then (same srun, no second round trip) the record check with the new env's python."""
         argv = [*envkit_argv(), "create", name, "--bundle", str(bundle_dir.absolute()), "--no-verify", "--quiet"]
         prefix = prefix_for(prefix_template, name, node.name)
         if prefix:
             argv += ["--prefix", prefix]
         if force:
             argv.append("--force")
-        return argv
+        return ["sh", "-c", _CREATE_THEN_CHECK, "envkit-fleet-create", python_on(node), _CHECK, *argv]
 
     usable = [n for n in nodes if n.usable]
     start = time.perf_counter()
@@ -133,30 +140,26 @@ def install_everywhere(launcher: Launcher, nodes: Sequence[NodeSlot], name: str,
                                                       f"{failed_first[0].node}", phase="check")
             phases["install"] = time.perf_counter() - start
             return [results[n.name] for n in nodes], shared, phases
-        installed = {r.node: r.seconds for r in runs}
     else:
         runs = run_all(launcher, usable, create_argv, timeout=timeout, on_event=on_event)
-        installed = {}
-        for run in runs:
-            if run.ok:
-                installed[run.node] = run.seconds
-            else:
-                results[run.node] = NodeCreate(run.node, False, prefix_for(prefix_template, name, run.node),
-                                               seconds=run.seconds, error=_error_of(run))
     phases["install"] = time.perf_counter() - start
+    for run in runs:
+        where = prefix_for(prefix_template, name, run.node) or shared_prefix
+        if not run.ok:
+            results[run.node] = NodeCreate(run.node, False, where, seconds=run.seconds, error=_error_of(run))
+            continue
+        digest, count, error = _check(run)
+        results[run.node] = NodeCreate(run.node, error is None, where, count, digest, run.seconds, error,
+                                       "check" if error else "done")
     start = time.perf_counter()
-    to_check = [n for n in usable if n.name not in results]
-    shared_prefix = prefix_template or str(default_prefix(name))
+    to_check = [n for n in usable if n.name not in results]  # a shared prefix: the nodes that did not create it
 
     def check_argv(node: NodeSlot) -> list[str]:
-        prefix = prefix_for(prefix_template, name, node.name) or shared_prefix
-        return [str(Path(prefix) / "bin" / "python"), "-I", "-c", _CHECK]
+        return [python_on(node), "-I", "-c", _CHECK]
 
     for run in run_all(launcher, to_check, check_argv, timeout=CHECK_TIMEOUT):
         digest, count, error = _check(run)
-        prefix = prefix_for(prefix_template, name, run.node) or shared_prefix
-        seconds = installed.get(run.node, 0.0) + run.seconds
-        results[run.node] = NodeCreate(run.node, error is None, prefix, count, digest, seconds, error,
+        results[run.node] = NodeCreate(run.node, error is None, shared_prefix, count, digest, run.seconds, error,
                                        "check" if error else "done")
     phases["check"] = time.perf_counter() - start
     return [results[n.name] for n in nodes], shared, phases

@@ -64,6 +64,11 @@ def _cuda_of(machine: Machine) -> Version | None:
     return Version(drv.cuda) if drv is not None and drv.cuda else None
 
 
+def _no_cuda(machine: Machine) -> str:
+    drv = machine.driver
+    return "no NVIDIA driver" if drv is None else f"driver {drv.version} of unknown CUDA level"
+
+
 def fleet_machine(nodes: Sequence[NodeInfo]) -> tuple[Machine, tuple[str, ...], list[str]]:
     """All nodes as one machine: (machine, nodes binding the CUDA level, reasons)."""
     machines = {n.node: n.machine for n in nodes if n.machine is not None}
@@ -77,9 +82,7 @@ def fleet_machine(nodes: Sequence[NodeInfo]) -> tuple[Machine, tuple[str, ...], 
     known = all(m.gpus_known or m.gpus for m in machines.values())
     if cpu_only:
         rest = [name for name in machines if name not in cpu_only]
-        why = ", ".join(f"{n} has " + ("no NVIDIA driver" if machines[n].driver is None
-                                       else f"driver {machines[n].driver.version} of unknown CUDA level")  # type: ignore[union-attr]
-                        for n in cpu_only)
+        why = ", ".join(f"{n} has " + _no_cuda(machines[n]) for n in cpu_only)
         tail = ""
         if rest:
             low = min(_cuda_of(machines[n]) for n in rest)  # type: ignore[type-var]
