@@ -210,7 +210,10 @@ def write_bundle(out: Path, lock: Any, *, name: str, selection: dict[str, Any] |
         local = Lock(channels=lock.channels, platforms=(LockedPlatform(platform, tuple(local_conda), tuple(pypi)),),
                      variables=lock.variables)
         write_lock(local, staging / LOCAL_LOCK, version=7)
-        source = Lock(channels=lock.channels, platforms=(entry,), indexes=lock.indexes, variables=lock.variables)
+        # a lock keeps its own PyPI entries; a spec's pip section is known only by its wheels (relative paths)
+        source_entry = entry if entry.pypi or not pypi else replace(entry, pypi=tuple(pypi))
+        source = Lock(channels=lock.channels, platforms=(source_entry,), indexes=lock.indexes,
+                      variables=lock.variables)
         write_lock(source, staging / SOURCE_LOCK, version=6)
         bundle = Bundle(out, name, platform, tuple(files), selection,
                         time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), time.perf_counter() - start)
@@ -225,12 +228,25 @@ def write_bundle(out: Path, lock: Any, *, name: str, selection: dict[str, Any] |
     return bundle
 
 
-def bundle_from_lock(lock_file: Path, out: Path, *, name: str | None = None, mirror: Any = None) -> Bundle:
+def resolve_mirror(mirror: str | None) -> Any:
+    """--mirror NAME|URL -> the Mirror profile (credentials in a URL go to the vault, as create does)."""
+    from envkit.config import load_file_config
+    from envkit.render import mirrors
+
+    profile = mirrors.resolve(mirror, load_file_config().data)
+    if profile is not None and mirror and "://" in mirror:
+        from envkit.secrets import VAULT
+
+        VAULT.split(mirror)
+    return profile
+
+
+def bundle_from_lock(lock_file: Path, out: Path, *, name: str | None = None, mirror: str | None = None) -> Bundle:
     from envkit.lockfile import read_lock
 
     lock = read_lock(lock_file)
     python = _python_of(lock)
-    return write_bundle(out, lock, name=name or lock_file.stem, mirror=mirror, python=python)
+    return write_bundle(out, lock, name=name or lock_file.stem, mirror=resolve_mirror(mirror), python=python)
 
 
 def bundle_from_env(prefix: Path, out: Path) -> Bundle:
@@ -247,10 +263,8 @@ def bundle_from_spec(opts: Any, out: Path, on_step: Callable[[str], None] | None
     """Render + solve (once, no install) for `opts` (a CreateOptions, dry_run implied), then bundle."""
     import yaml
 
-    from envkit.config import load_file_config
     from envkit.create import create_env
     from envkit.lockfile import Lock, LockedConda, LockedPlatform
-    from envkit.render import mirrors
 
     (on_step or (lambda _t: None))("solving")
     plan = create_env(replace(opts, dry_run=True))
@@ -264,7 +278,7 @@ def bundle_from_spec(opts: Any, out: Path, on_step: Callable[[str], None] | None
     channels = tuple(dict.fromkeys(p.channel for p in plan.packages if p.channel))
     subdir = next((p.subdir for p in plan.packages if p.subdir != "noarch"), "linux-64")
     lock = Lock(channels=channels, platforms=(LockedPlatform(subdir, conda),), variables=variables)
-    mirror = mirrors.resolve(opts.mirror, load_file_config().data)
+    mirror = resolve_mirror(opts.mirror)
     python = plan.selection.python if plan.selection else _python_of(lock)
     return write_bundle(out, lock, name=opts.name, selection=plan.selection.to_json() if plan.selection else None,
                         mirror=mirror, pip_extra=plan.pip_lines, python=python, on_step=on_step)

@@ -70,3 +70,20 @@ def test_corrupt_archive_is_refused_with_its_name(capsys: pytest.CaptureFixture[
     (broken / victim).unlink()
     code, _out, err = run_cli(capsys, "create", "bad", "--bundle", str(broken), "--no-verify")
     assert code == 1 and f"the bundle lacks {victim}" in err
+
+
+def test_bundle_a_lock_through_a_mirror(capsys: pytest.CaptureFixture[str], made_bundle: tuple[Path, str],
+                                        testbed: TestBed, tmp_path: Path) -> None:
+    """source.lock (canonical URLs, as `envkit lock`/export write them) re-bundled through the mirror."""
+    bundle, _url = made_bundle
+    again = tmp_path / "again"
+    with ChannelServer(testbed.root) as srv:
+        code, _out, err = run_cli(capsys, "bundle", "--lock", str(bundle / "source.lock"), "--mirror", srv.url,
+                                  "-o", str(again))
+    assert code == 0, err
+    first = json.loads((bundle / "bundle.json").read_text())
+    second = json.loads((again / "bundle.json").read_text())
+    conda = sorted((f["path"], f["sha256"]) for f in first["files"] if f["kind"] == "conda")
+    assert sorted((f["path"], f["sha256"]) for f in second["files"] if f["kind"] == "conda") == conda
+    code, _out, err = run_cli(capsys, "bundle", "--lock", str(bundle / "source.lock"), "-o", str(again))
+    assert code == 1 and "exists and is not empty" in err

@@ -98,7 +98,7 @@ def test_per_partition_and_nodelist(slurm: SlurmCluster) -> None:
     _code, data = fleet_json("detect", "--partition", "new", "--per-partition")
     assert sorted(n["node"] for n in data["nodes"]) == ["n2", "n3", "n4"]
     assert [f["partition"] for f in data["fleet"]] == ["new"]
-    _code, data = fleet_json("detect", "--nodelist", "n[2,4]")
+    _code, data = fleet_json("detect", "--nodelist", "n[2,4]", "--time", "5", "--srun-arg=--comment=envkit-test")
     assert [n["node"] for n in data["nodes"]] == ["n2", "n4"]
     assert data["fleet"][0]["cuda"] == "13.0"
 
@@ -181,7 +181,7 @@ def test_fleet_verify_nccl_across_two_nodes_real_torch(slurm: SlurmCluster) -> N
 
     pytest.importorskip("torch")
     code, data = fleet_json("verify", "--python", sys.executable, "--quick", "--nccl",
-                            "--nodelist", "n[1-2]", "--timeout", "120")
+                            "--nodelist", "n[1-2]", "--timeout", "300")
     assert [n["outcome"] for n in data["nodes"]] == ["SKIPPED", "SKIPPED"], data
     nccl = data["nccl"]
     assert nccl["outcome"] == "SKIPPED", nccl
