@@ -36,9 +36,10 @@ def selection_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--flavor", type=click.Choice(["conda-forge", "pytorch", "pip"]), default=None,
                      envvar="ENVKIT_FLAVOR", help="Where torch comes from (default conda-forge)."),
         click.option("--driver-version", callback=_check_driver, default=None, metavar="VER",
-                     help="Simulate a driver (replaces the hardware query)."),
+                     envvar="ENVKIT_DRIVER_VERSION", help="Simulate a driver (replaces the hardware query)."),
         click.option("--compute-capability", "compute_capability", multiple=True, callback=_check_cc,
-                     metavar="X.Y", help="Simulate a GPU (repeat once per GPU)."),
+                     metavar="X.Y", envvar="ENVKIT_COMPUTE_CAPABILITY",
+                     help="Simulate a GPU (repeat once per GPU)."),
         click.option("--no-driver-check", is_flag=True, help="Allow --cuda above what the driver reports."),
         click.option("--offline", is_flag=True,
                      help="Select from the cached channel catalogue (else the static data); no network."),
@@ -219,6 +220,8 @@ def render(spec: str | None, from_file: str | None, spec_path: str | None, outpu
 @click.option("--lock", "lock_file", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Recreate this platform's packages of a lock (envkit lock, export --format lock, pixi.lock "
                    "v6/v7), no solve.")
+@click.option("--bundle", "bundle_dir", type=click.Path(exists=True, file_okay=False), default=None,
+              help="Install from a bundle folder (envkit bundle): no network, every checksum verified first.")
 @click.option("--mirror", default=None, envvar="ENVKIT_MIRROR", help="Mirror profile or URL for channels and PyPI.")
 @click.option("--channel", "channels", multiple=True, metavar="URL",
               help="Use these channels instead of the file's (repeatable; file://, http(s)://).")
@@ -236,7 +239,7 @@ def render(spec: str | None, from_file: str | None, spec_path: str | None, outpu
               help="Do not register the env as a Jupyter kernel (done when it has ipykernel).")
 @selection_options
 def create(name: str, spec: str | None, env_file: str | None, no_adapt: bool, lock_file: str | None,
-           mirror: str | None,
+           bundle_dir: str | None, mirror: str | None,
            channels: tuple[str, ...], prefix: str | None, engine: str | None, dry_run: bool, force: bool,
            not_envkit: bool, no_verify: bool, require_gpu: bool, quiet: bool, as_json: bool, cuda: str | None, torch_spec: str | None,
            python: str | None, flavor: str | None, driver_version: str | None, compute_capability: tuple[str, ...],
@@ -249,6 +252,12 @@ def create(name: str, spec: str | None, env_file: str | None, no_adapt: bool, lo
     from envkit.errors import ExitCode
     from envkit.render.specs import available
 
+    bundle = None
+    if bundle_dir:
+        from envkit.bundle import load_bundle
+
+        bundle = load_bundle(Path(bundle_dir))  # every file's sha256 is checked before anything is installed
+        lock_file = str(bundle.lock_path)
     if spec is None and env_file is None and lock_file is None:
         spec = name if name in available() else "dl_train"
     opts = CreateOptions(
@@ -265,7 +274,12 @@ def create(name: str, spec: str | None, env_file: str | None, no_adapt: bool, lo
     quiet = quiet or as_json
     on_line = None if quiet else (lambda line: output.plain("  " + line, err=True))
     with output.progress(quiet) as progress:
-        result = create_env(opts, progress=progress, on_line=on_line)
+        if bundle is not None:
+            from envkit.bundle import create_from_bundle
+
+            result = create_from_bundle(opts, bundle, progress=progress, on_line=on_line)
+        else:
+            result = create_env(opts, progress=progress, on_line=on_line)
     result = with_kernel(result, name, skip=no_kernel or dry_run)  # issue 14: a Jupyter kernel when it has ipykernel
     if as_json:
         output.plain(output.dump_json(result.to_json()))
@@ -411,6 +425,10 @@ cli_lock.register(cli, EPILOG, selection_options, _request, _from_config)
 
 
 # -- bundle and fleet (issue 13) --
+from envkit.cli_fleet import bundle as _bundle_cmd, fleet as _fleet_group  # noqa: E402 - click only
+
+cli.add_command(_bundle_cmd)
+cli.add_command(_fleet_group)
 
 
 # -- shell, activate, deactivate, kernel (issue 14) --

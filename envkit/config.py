@@ -23,6 +23,10 @@ ENV_VARS: dict[str, str] = {
     "ENVKIT_OFFLINE": "1 = never read channel catalogues (as --offline): the cached one, else the static data",
     "ENVKIT_MIRROR_TOKEN": "bearer token sent to the mirror's host (never written to any file)",
     "ENVKIT_SPEC_PATH": "extra folders searched for environment specs, ':'-separated",
+    "ENVKIT_DRIVER_VERSION": "default for --driver-version (simulate a driver; set per node in fleet tests)",
+    "ENVKIT_COMPUTE_CAPABILITY": "default for --compute-capability (space-separated, one per simulated GPU)",
+    "ENVKIT_FLEET_LAUNCHER": "default for fleet --launcher (slurm or local)",
+    "ENVKIT_FLEET_ENVKIT": "how fleet nodes run envkit (a command line; default: this python -m envkit)",
     "CONDA_OVERRIDE_CUDA": "conda's standard override of the driver's CUDA version; empty = no CUDA",
     "CUDA_VISIBLE_DEVICES": "honoured by detect and verify (indices or UUIDs; empty or -1 hides all GPUs)",
 }

@@ -1,0 +1,376 @@
+"""`envkit bundle`: a self-contained folder (lock + every archive and wheel it names, with checksums)
+that `envkit create NAME --bundle DIR` installs from with no network at all.
+
+Layout (everything relative, so the folder can be copied, rsynced or served from a shared filesystem):
+
+    DIR/bundle.json        manifest: what, for which platform/selection, and sha256 + size of every file
+    DIR/envkit.lock        rattler-lock v7 whose packages point INTO the bundle (relative paths), with
+                           the original channel per package (records keep canonical channels)
+    DIR/source.lock        the same lock with the original URLs (v6: pixi / conda-lockfiles read it)
+    DIR/conda/<subdir>/    the conda archives
+    DIR/wheels/            the pip wheels
+
+Checksums: conda archives are checked against the lock's sha256 when they are fetched, and every file
+against the manifest before anything is installed; rattler does not verify file:// archives itself
+(rattler-notes.md §4), so this check is what stands between a corrupt copy and a broken env.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from envkit import __version__
+from envkit.errors import EnvkitError
+
+MANIFEST = "bundle.json"
+LOCAL_LOCK = "envkit.lock"
+SOURCE_LOCK = "source.lock"
+FORMAT = 1
+_WHEEL = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)(-\d[^-]*)?-[^-]+-[^-]+-[^-]+\.whl$")
+
+
+class BundleError(EnvkitError):
+    """A bundle cannot be written, or one on disk is incomplete or corrupt."""
+
+
+@dataclass(frozen=True)
+class BundleFile:
+    path: str  # relative to the bundle folder
+    sha256: str
+    size: int
+    url: str  # where it came from (credentials never included)
+    kind: str  # conda | wheel
+
+
+@dataclass(frozen=True)
+class Bundle:
+    root: Path
+    name: str
+    platform: str
+    files: tuple[BundleFile, ...]
+    selection: dict[str, Any] | None = None
+    created: str = ""
+    seconds: float = 0.0
+
+    @property
+    def lock_path(self) -> Path:
+        return self.root / LOCAL_LOCK
+
+    @property
+    def size(self) -> int:
+        return sum(f.size for f in self.files)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": FORMAT, "envkit_version": __version__, "name": self.name, "platform": self.platform,
+                "created": self.created, "selection": self.selection,
+                "conda_packages": sum(f.kind == "conda" for f in self.files),
+                "wheels": sum(f.kind == "wheel" for f in self.files), "bytes": self.size,
+                "files": [{"path": f.path, "sha256": f.sha256, "size": f.size, "url": f.url, "kind": f.kind}
+                          for f in self.files]}
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+# -- writing ------------------------------------------------------------------------------------
+def _fetch_conda(items: Sequence[tuple[str, Path]], channels: Sequence[str], mirror: Any) -> None:
+    """Download (or copy) archives; http(s) through rattler's client, so mirrors and credentials apply."""
+    remote = []
+    for url, dest in items:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if url.startswith("file://"):
+            from envkit.lockfile import file_path
+
+            source = file_path(url)
+            assert source is not None
+            try:
+                shutil.copyfile(source, dest)
+            except OSError as exc:
+                raise BundleError(f"cannot copy {source}: {exc.strerror or exc}", "check the local channel") from exc
+        else:
+            remote.append((url, dest))
+    if not remote:
+        return
+    import asyncio
+
+    from rattler.package_streaming import download_to_path
+
+    from envkit.config import cache_dir
+    from envkit.engines.rattler_engine import EngineSettings, RattlerEngine
+    from envkit.secrets import redact
+
+    client = RattlerEngine(EngineSettings(channels=tuple(channels), cache_dir=cache_dir(), mirror=mirror)).client()
+
+    async def go() -> None:
+        gate = asyncio.Semaphore(8)
+
+        async def one(url: str, dest: Path) -> None:
+            async with gate:
+                await download_to_path(client, url, dest)
+
+        await asyncio.gather(*(one(u, d) for u, d in remote))
+
+    try:
+        asyncio.run(go())
+    except Exception as exc:
+        raise BundleError(f"downloading the packages failed: {redact(str(exc))}",
+                          "check the network or the mirror (--mirror), then run envkit bundle again") from exc
+
+
+def _pip_download(lines: Sequence[str], dest: Path, python: str | None, *, no_deps: bool = False) -> list[Path]:
+    """The pip section's wheels (with their dependencies) for the env's python, into `dest`."""
+    import sys
+
+    from envkit import proc
+    from envkit.create import pip_index_env
+    from envkit.secrets import redact
+
+    dest.mkdir(parents=True, exist_ok=True)
+    file_lines, secret_env = pip_index_env(lines)
+    reqs = dest.parent / ".pip-requirements.txt"
+    reqs.write_text("\n".join(file_lines) + "\n", encoding="utf-8")
+    argv = [sys.executable, "-m", "pip", "download", "--no-input", "--disable-pip-version-check", "-q",
+            "--only-binary=:all:", "-d", str(dest), "-r", str(reqs)]
+    if no_deps:
+        argv.append("--no-deps")
+    if python:
+        argv += ["--python-version", python.rstrip("t"), "--implementation", "cp"]
+    before = set(dest.iterdir())
+    try:
+        done = proc.run(argv, timeout=1800, env=proc.child_env(secret_env))
+    finally:
+        reqs.unlink(missing_ok=True)
+    if done.returncode != 0:
+        raise BundleError(f"pip could not download the pip section: {redact(done.stderr_tail(8))}",
+                          "check the pip lines and the index; wheels are needed (no source builds offline)")
+    return sorted(p for p in dest.iterdir() if p not in before and p.suffix == ".whl")
+
+
+def write_bundle(out: Path, lock: Any, *, name: str, selection: dict[str, Any] | None = None,
+                 mirror: Any = None, pip_extra: Sequence[str] = (), python: str | None = None,
+                 on_step: Callable[[str], None] | None = None) -> Bundle:
+    """A Lock (envkit.lockfile) -> a bundle folder; written beside `out` and renamed into place."""
+    from envkit.lockfile import Lock, LockedConda, LockedPlatform, LockedPypi, current_platform, write_lock
+
+    start = time.perf_counter()
+    if out.exists() and any(out.iterdir()):
+        raise BundleError(f"{out} exists and is not empty; envkit will not write into it",
+                          "choose another -o folder (or remove it first)")
+    platform = current_platform() if current_platform() in lock.names() else lock.names()[0]
+    entry = lock.platform(platform)
+    staging = out.parent / f".envkit-bundle.{out.name}.{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    try:
+        step = on_step or (lambda _text: None)
+        step(f"fetching {len(entry.conda)} conda archives")
+        items = [(c.url, staging / "conda" / c.platform_subdir / c.filename) for c in entry.conda]
+        _fetch_conda(items, lock.channels, mirror)
+        files: list[BundleFile] = []
+        local_conda: list[LockedConda] = []
+        for pkg, (_url, dest) in zip(entry.conda, items):
+            digest = sha256_of(dest)
+            if pkg.sha256 and digest != pkg.sha256:
+                raise BundleError(f"{pkg.filename} from {pkg.url}: sha256 {digest[:16]}... differs from the lock's "
+                                  f"{pkg.sha256[:16]}...", "the channel republished it: lock again, then bundle")
+            rel = dest.relative_to(staging).as_posix()
+            files.append(BundleFile(rel, digest, dest.stat().st_size, pkg.url, "conda"))
+            local_conda.append(replace(pkg, url=rel, sha256=digest, channel=pkg.channel_url,
+                                       subdir=pkg.platform_subdir))
+        pypi: list[LockedPypi] = []
+        lines = [f"--index-url {lock.indexes[0]}"] + [f"--extra-index-url {i}" for i in lock.indexes[1:]] \
+            if entry.pypi and lock.indexes else []
+        lines += [p.requirement() for p in entry.pypi] + list(pip_extra)
+        if entry.pypi or pip_extra:
+            step("downloading the pip wheels")
+            # a lock lists the whole closure (--no-deps); a spec's pip section brings its dependencies
+            for wheel in _pip_download(lines, staging / "wheels", python, no_deps=bool(entry.pypi)):
+                match = _WHEEL.match(wheel.name)
+                if not match:
+                    continue
+                rel = wheel.relative_to(staging).as_posix()
+                digest = sha256_of(wheel)
+                files.append(BundleFile(rel, digest, wheel.stat().st_size, wheel.name, "wheel"))
+                pypi.append(LockedPypi(match.group("name").replace("_", "-"), match.group("version"), rel, digest))
+        local = Lock(channels=lock.channels, platforms=(LockedPlatform(platform, tuple(local_conda), tuple(pypi)),),
+                     variables=lock.variables)
+        write_lock(local, staging / LOCAL_LOCK, version=7)
+        # a lock keeps its own PyPI entries; a spec's pip section is known only by its wheels (relative paths)
+        source_entry = entry if entry.pypi or not pypi else replace(entry, pypi=tuple(pypi))
+        source = Lock(channels=lock.channels, platforms=(source_entry,), indexes=lock.indexes,
+                      variables=lock.variables)
+        write_lock(source, staging / SOURCE_LOCK, version=6)
+        bundle = Bundle(out, name, platform, tuple(files), selection,
+                        time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), time.perf_counter() - start)
+        (staging / MANIFEST).write_text(json.dumps(bundle.to_json(), indent=1) + "\n", encoding="utf-8")
+        if out.exists():
+            out.rmdir()  # empty (checked above)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        staging.rename(out)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    return bundle
+
+
+def resolve_mirror(mirror: str | None) -> Any:
+    """--mirror NAME|URL -> the Mirror profile (credentials in a URL go to the vault, as create does)."""
+    from envkit.config import load_file_config
+    from envkit.render import mirrors
+
+    profile = mirrors.resolve(mirror, load_file_config().data)
+    if profile is not None and mirror and "://" in mirror:
+        from envkit.secrets import VAULT
+
+        VAULT.split(mirror)
+    return profile
+
+
+def bundle_from_lock(lock_file: Path, out: Path, *, name: str | None = None, mirror: str | None = None) -> Bundle:
+    from envkit.lockfile import read_lock
+
+    lock = read_lock(lock_file)
+    python = _python_of(lock)
+    return write_bundle(out, lock, name=name or lock_file.stem, mirror=resolve_mirror(mirror), python=python)
+
+
+def bundle_from_env(prefix: Path, out: Path) -> Bundle:
+    """An existing env: its exact package set (export --format lock), then its archives."""
+    from envkit.export import export_env
+    from envkit.lockfile import parse_lock
+
+    exported = export_env(prefix, fmt="lock")
+    lock = parse_lock(exported.text, f"the lock of {prefix}")
+    return write_bundle(out, lock, name=prefix.name, python=_python_of(lock))
+
+
+def bundle_from_spec(opts: Any, out: Path, on_step: Callable[[str], None] | None = None) -> Bundle:
+    """Render + solve (once, no install) for `opts` (a CreateOptions, dry_run implied), then bundle."""
+    import yaml
+
+    from envkit.create import create_env
+    from envkit.lockfile import Lock, LockedConda, LockedPlatform
+
+    (on_step or (lambda _t: None))("solving")
+    plan = create_env(replace(opts, dry_run=True))
+    conda = tuple(LockedConda(url=p.url, sha256=p.sha256, size=p.size, depends=p.depends, subdir=p.subdir,
+                              build_number=p.build_number, channel=p.channel) for p in plan.packages)
+    try:
+        data = yaml.safe_load(plan.env_file) or {}
+    except yaml.YAMLError:
+        data = {}
+    variables = tuple(sorted((str(k), str(v)) for k, v in (data.get("variables") or {}).items()))
+    channels = tuple(dict.fromkeys(p.channel for p in plan.packages if p.channel))
+    subdir = next((p.subdir for p in plan.packages if p.subdir != "noarch"), "linux-64")
+    lock = Lock(channels=channels, platforms=(LockedPlatform(subdir, conda),), variables=variables)
+    mirror = resolve_mirror(opts.mirror)
+    python = plan.selection.python if plan.selection else _python_of(lock)
+    return write_bundle(out, lock, name=opts.name, selection=plan.selection.to_json() if plan.selection else None,
+                        mirror=mirror, pip_extra=plan.pip_lines, python=python, on_step=on_step)
+
+
+def _python_of(lock: Any) -> str | None:
+    for entry in lock.platforms:
+        for pkg in entry.conda:
+            if pkg.name == "python":
+                return ".".join(pkg.version.split(".")[:2])
+    return None
+
+
+# -- reading ------------------------------------------------------------------------------------
+def load_bundle(root: Path, *, check: bool = True) -> Bundle:
+    """Read the manifest and (by default) check every file's size and sha256; name the first bad one."""
+    path = root / MANIFEST
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        files = tuple(BundleFile(str(f["path"]), str(f["sha256"]), int(f["size"]), str(f.get("url") or ""),
+                                 str(f.get("kind") or "conda")) for f in data["files"])
+    except FileNotFoundError as exc:
+        raise BundleError(f"{root} is not an envkit bundle (no {MANIFEST})",
+                          "make one on a machine with network: envkit bundle NAME -o DIR") from exc
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise BundleError(f"{path} is unreadable or malformed: {exc}", "copy the bundle again") from exc
+    if data.get("format") != FORMAT:
+        raise BundleError(f"{root} is bundle format {data.get('format')}; this envkit reads format {FORMAT}",
+                          "make the bundle with the same envkit version")
+    bundle = Bundle(root, str(data.get("name") or root.name), str(data.get("platform") or ""), files,
+                    data.get("selection"), str(data.get("created") or ""))
+    if check:
+        check_files(bundle)
+    return bundle
+
+
+def check_files(bundle: Bundle) -> None:
+    for item in bundle.files:
+        path = bundle.root / item.path
+        if not path.is_file():
+            raise BundleError(f"the bundle lacks {item.path} (listed in {MANIFEST})",
+                              "copy the whole bundle folder again")
+        size = path.stat().st_size
+        digest = sha256_of(path) if size == item.size else None
+        if digest != item.sha256:
+            found = f"sha256 {digest[:16]}..." if digest else f"{size} bytes"
+            raise BundleError(f"corrupt bundle file {item.path}: {found}, but {MANIFEST} says "
+                              f"sha256 {item.sha256[:16]}... ({item.size} bytes); nothing was installed",
+                              f"copy the bundle again, or rebuild it (envkit bundle {bundle.name} -o DIR)")
+
+
+@contextmanager
+def offline_pip(bundle: Bundle) -> Iterator[None]:
+    """pip sees only the bundle's wheels: PIP_NO_INDEX + PIP_FIND_LINKS (pip's own variables)."""
+    saved = {k: os.environ.get(k) for k in ("PIP_NO_INDEX", "PIP_FIND_LINKS")}
+    os.environ["PIP_NO_INDEX"] = "1"
+    os.environ["PIP_FIND_LINKS"] = str(bundle.root / "wheels")
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def restore_urls(prefix: Path, bundle: Bundle) -> None:
+    """Installed records name the archive's original URL (as a networked create would), not the bundle."""
+    origin = {bundle.root.joinpath(f.path).absolute().as_uri(): f.url for f in bundle.files if f.kind == "conda"}
+    meta = prefix / "conda-meta"
+    for record in meta.glob("*.json"):
+        try:
+            data = json.loads(record.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        url = str(data.get("url") or "")
+        if url in origin:
+            data["url"] = origin[url]
+            record.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+
+
+def create_from_bundle(opts: Any, bundle: Bundle, *, progress: Any = None, on_line: Any = None) -> Any:
+    """`envkit create NAME --bundle DIR`: the bundle's lock, installed with no channel, mirror or index."""
+    from envkit.create import create_env
+    from envkit.errors import UsageError
+
+    if opts.file is not None:
+        raise UsageError("--bundle brings its own package set: drop --file", f"envkit create {opts.name} --bundle DIR")
+    opts = replace(opts, lock=bundle.lock_path, mirror=None, channels=(), spec=None)
+    with offline_pip(bundle):
+        result = create_env(opts, progress=progress, on_line=on_line)
+    if not opts.dry_run:
+        restore_urls(result.prefix, bundle)
+    return result

@@ -1,0 +1,485 @@
+"""Click commands of issue 13: `envkit bundle` and `envkit fleet detect|create|verify`.
+
+Thin like cli.py: options -> one core function (envkit.fleet.*, envkit.bundle) -> rendering here.
+Only click is imported at import time; rich, rattler and the fleet modules load inside the commands.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+FLEET_EPILOG = ("\b\nNodes run envkit as ENVKIT_FLEET_ENVKIT (a command line) or, by default, this very "
+                "interpreter\n(python -m envkit), which works where envkit sits on a filesystem the nodes share.\n"
+                "\b\nExit codes: 0 ok, 1 envkit error (or a node failed), 2 usage error, 3 verify FAILED on a "
+                "node,\n4 verify SKIPPED on every node")
+
+
+def fleet_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Which nodes, and how to reach them (srun options pass through as given)."""
+    options = [
+        click.option("--launcher", type=click.Choice(["slurm", "local"]), default="slurm", show_default=True,
+                     envvar="ENVKIT_FLEET_LAUNCHER",
+                     help="slurm: one srun per node; local: processes on this machine."),
+        click.option("--partition", "-p", default=None, help="Slurm partition to use."),
+        click.option("--nodes", "-N", "count", type=click.IntRange(min=1), default=None,
+                     help="How many nodes (slurm: the first N usable ones; local: N pseudo nodes)."),
+        click.option("--nodelist", "-w", default=None, metavar="LIST", help="Exactly these nodes, e.g. n[1-4]."),
+        click.option("--exclude", "-x", multiple=True, metavar="LIST", help="Leave these nodes out (repeatable)."),
+        click.option("--account", "-A", default=None, help="srun --account."),
+        click.option("--time", "-t", "time_limit", default=None, help="srun --time."),
+        click.option("--gpus-per-node", type=click.IntRange(min=0), default=None,
+                     help="srun --gpus-per-node (local: GPUs given to each pseudo node)."),
+        click.option("--srun-arg", "srun_args", multiple=True, metavar="ARG",
+                     help="Extra srun arguments, passed through (repeatable), e.g. --srun-arg=--qos=debug."),
+        click.option("--timeout", type=click.FloatRange(min=1), default=None,
+                     help="Seconds each node may take before it is reported as failed."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _launcher(launcher: str, partition: str | None, count: int | None, nodelist: str | None,
+              exclude: tuple[str, ...], account: str | None, time_limit: str | None, gpus_per_node: int | None,
+              srun_args: tuple[str, ...]) -> Any:
+    from envkit.errors import UsageError
+    from envkit.fleet.launcher import NodeRequest, SrunOptions, make_launcher
+
+    if count is not None and nodelist:
+        raise UsageError("give either --nodes N or --nodelist LIST, not both", "envkit fleet detect --nodelist n[1-4]")
+    return make_launcher(launcher, NodeRequest(partition, count, nodelist, exclude),
+                         SrunOptions(partition, account, time_limit, gpus_per_node, srun_args))
+
+
+def _request(cuda: str | None, torch_spec: str | None, python: str | None, flavor: str | None,
+             no_driver_check: bool = False) -> Any:
+    """Flag > ENVKIT_* (click) > config file > default, as cli._request does (not imported: no cycle)."""
+    from envkit.config import load_file_config
+    from envkit.models import Request
+
+    config = load_file_config()
+    cuda = cuda or config.get("cuda")
+    return Request(cuda=str(cuda) if cuda else "auto", torch=torch_spec or config.get("torch"), python=python,
+                   flavor=flavor or config.get("flavor") or "conda-forge", no_driver_check=no_driver_check)
+
+
+def build_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """What to build, and for which machine (the subset of create's options a solve needs)."""
+    options = [
+        click.option("--spec", "spec", default=None, help="Named spec or spec file (default: NAME if it is a spec, "
+                     "else dl_train)."),
+        click.option("--file", "env_file", type=click.Path(exists=True, dir_okay=False), default=None,
+                     help="Build from this environment.yml (adapted to the fleet unless --no-adapt)."),
+        click.option("--no-adapt", is_flag=True, help="Take --file literally (no CUDA replacement)."),
+        click.option("--cuda", default=None, envvar="ENVKIT_CUDA", help="auto, cpu or X.Y."),
+        click.option("--torch", "torch_spec", default=None, metavar="SPEC", help="torch version or range."),
+        click.option("--python", "python", default=None, metavar="X.Y", help="Python version of the env."),
+        click.option("--flavor", type=click.Choice(["conda-forge", "pytorch", "pip"]), default=None,
+                     envvar="ENVKIT_FLAVOR"),
+        click.option("--mirror", default=None, envvar="ENVKIT_MIRROR", help="Mirror profile or URL."),
+        click.option("--channel", "channels", multiple=True, metavar="URL", help="Use these channels (repeatable)."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _create_options(name: str, spec: str | None, request: Any, flavor_given: bool, mirror: str | None,
+                    channels: tuple[str, ...], driver_version: str | None = None,
+                    compute_capabilities: tuple[str, ...] = (), env_file: str | None = None,
+                    no_adapt: bool = False) -> Any:
+    from pathlib import Path
+
+    from envkit.config import load_file_config
+    from envkit.create import CreateOptions
+    from envkit.render.specs import available
+
+    if spec is None and env_file is None:
+        spec = name if name in available() else "dl_train"
+    return CreateOptions(name=name, spec=spec, file=Path(env_file) if env_file else None, no_adapt=no_adapt,
+                         request=request, flavor_given=flavor_given,
+                         mirror=mirror or load_file_config().get("mirror"), channels=channels, no_verify=True,
+                         driver_version=driver_version, compute_capabilities=compute_capabilities,
+                         argv=("envkit", "bundle", name))
+
+
+@click.command(epilog=FLEET_EPILOG)
+@click.argument("name", required=False)
+@click.option("--lock", "lock_file", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Bundle exactly this lock file (envkit lock / export --format lock / pixi.lock).")
+@click.option("-o", "--output", "out", type=click.Path(file_okay=False), required=True,
+              help="The bundle folder to write (must not exist or be empty).")
+@click.option("--driver-version", default=None, metavar="VER", envvar="ENVKIT_DRIVER_VERSION",
+              help="Solve for a machine with this driver (e.g. the cluster's oldest).")
+@click.option("--compute-capability", "compute_capability", multiple=True, metavar="X.Y",
+              help="Solve for these GPUs (repeat).")
+@click.option("--json", "as_json", is_flag=True, help="Print the manifest summary as JSON.")
+@build_options
+def bundle(name: str | None, lock_file: str | None, out: str, driver_version: str | None,
+           compute_capability: tuple[str, ...], as_json: bool, spec: str | None, env_file: str | None,
+           no_adapt: bool, cuda: str | None, torch_spec: str | None, python: str | None, flavor: str | None,
+           mirror: str | None, channels: tuple[str, ...]) -> None:
+    """A self-contained folder (lock + every archive and wheel, with checksums) for machines without network.
+
+    NAME is an existing environment (its exact packages), or a spec to solve; --lock FILE bundles a lock.
+    Install it anywhere with: envkit create NAME --bundle DIR
+    """
+    from pathlib import Path
+
+    from envkit import output
+    from envkit.bundle import bundle_from_env, bundle_from_lock, bundle_from_spec
+    from envkit.errors import UsageError
+    from envkit.locations import default_prefix
+
+    target = Path(out)
+    if lock_file:
+        result = bundle_from_lock(Path(lock_file), target, name=name, mirror=mirror)
+    elif name and spec is None and env_file is None and (default_prefix(name) / "conda-meta").is_dir():
+        result = bundle_from_env(default_prefix(name), target)
+    elif name:
+        opts = _create_options(name, spec, _request(cuda, torch_spec, python, flavor, cuda not in (None, "auto")),
+                               flavor is not None, mirror, channels, driver_version, compute_capability,
+                               env_file, no_adapt)
+        result = bundle_from_spec(opts, target, on_step=lambda t: output.plain(f"  {t}", err=True))
+    else:
+        raise UsageError("give an environment NAME (or a spec name) or --lock FILE", "envkit bundle dl_train -o DIR")
+    data = result.to_json()
+    if as_json:
+        output.plain(output.dump_json({k: v for k, v in data.items() if k != "files"} | {"path": str(target)}))
+    else:
+        output.plain(f"wrote {target}: {data['conda_packages']} conda packages, {data['wheels']} wheels, "
+                     f"{data['bytes'] / 2**20:.1f} MiB in {result.seconds:.1f} s")
+        output.plain(f"install it without network: envkit create {result.name} --bundle {target}")
+
+
+@click.group(epilog=FLEET_EPILOG)
+def fleet() -> None:
+    """One verified environment on every node of a cluster (Slurm, or --launcher local)."""
+
+
+@fleet.command("detect", epilog=FLEET_EPILOG)
+@fleet_options
+@click.option("--cuda", default=None, help="auto, cpu or X.Y (as envkit detect).")
+@click.option("--torch", "torch_spec", default=None, metavar="SPEC", help="torch version or range.")
+@click.option("--python", default=None, metavar="X.Y", help="Python version of the environment.")
+@click.option("--flavor", type=click.Choice(["conda-forge", "pytorch", "pip"]), default=None)
+@click.option("--per-partition", is_flag=True, help="One build per partition instead of one for all nodes.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def detect_cmd(launcher: str, partition: str | None, count: int | None, nodelist: str | None,
+               exclude: tuple[str, ...], account: str | None, time_limit: str | None, gpus_per_node: int | None,
+               srun_args: tuple[str, ...], timeout: float | None, cuda: str | None, torch_spec: str | None,
+               python: str | None, flavor: str | None, per_partition: bool, as_json: bool) -> None:
+    """Driver, CUDA, GPUs and best build of every node, and the one build the whole fleet can run."""
+    from envkit import output
+    from envkit.errors import ExitCode
+    from envkit.fleet.inventory import DETECT_TIMEOUT, inventory, inventory_json
+    from envkit.fleet.select import select_fleet, select_per_partition
+
+    runner = _launcher(launcher, partition, count, nodelist, exclude, account, time_limit, gpus_per_node, srun_args)
+    request = _request(cuda, torch_spec, python, flavor)
+    inv = inventory(runner, request, timeout=timeout or DETECT_TIMEOUT)
+    fleets = (select_per_partition(inv.nodes, request) if per_partition else [select_fleet(inv.nodes, request)])
+    if as_json:
+        output.plain(output.dump_json({**inventory_json(inv), "fleet": [f.to_json() for f in fleets]}))
+    else:
+        print_inventory(inv)
+        for fl in fleets:
+            print_fleet_selection(fl)
+    failed = [n for n in inv.nodes if not n.ok]
+    if failed or any(f.selection is None for f in fleets):
+        raise SystemExit(int(ExitCode.ERROR))
+
+
+@fleet.command("verify", epilog=FLEET_EPILOG)
+@click.argument("name", required=False)
+@click.option("--prefix", default=None, help="Verify the env at this path on each node ({node} = the node's name).")
+@click.option("--python", "python_exe", default=None, help="Verify this interpreter on each node (no env needed).")
+@click.option("--all-gpus", is_flag=True, help="Check every GPU of each node, then NCCL + DDP across them.")
+@click.option("--quick", is_flag=True, help="Skip the speed, memory and TFLOP/s measurements.")
+@click.option("--nccl", is_flag=True, help="Also one torchrun per node: cross-node all-reduce, DDP + AMP step, "
+              "bus bandwidth.")
+@click.option("--nproc-per-node", default="gpu", show_default=True,
+              help="torchrun ranks per node for --nccl: gpu (one per visible GPU) or a number.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--report", "report_file", type=click.Path(dir_okay=False), default=None,
+              help="Also write the JSON report to this file.")
+@fleet_options
+def verify_cmd(name: str | None, prefix: str | None, python_exe: str | None, all_gpus: bool, quick: bool,
+               nccl: bool, nproc_per_node: str, as_json: bool, report_file: str | None, launcher: str,
+               partition: str | None, count: int | None, nodelist: str | None, exclude: tuple[str, ...],
+               account: str | None, time_limit: str | None, gpus_per_node: int | None, srun_args: tuple[str, ...],
+               timeout: float | None) -> None:
+    """Verify an env on every node: one table node x check, slowest and failing nodes highlighted."""
+    from pathlib import Path
+
+    from envkit import output
+    from envkit.fleet.verify import VERIFY_TIMEOUT, Target, fleet_verify
+    from envkit.fsutil import atomic_write_text
+
+    runner = _launcher(launcher, partition, count, nodelist, exclude, account, time_limit, gpus_per_node, srun_args)
+    result = fleet_verify(runner, Target(name, prefix, python_exe), all_gpus=all_gpus, quick=quick, nccl=nccl,
+                          nproc=nproc_per_node, timeout=timeout or VERIFY_TIMEOUT)
+    if report_file:
+        atomic_write_text(Path(report_file), output.dump_json(result.to_json()) + "\n")
+    if as_json:
+        output.plain(output.dump_json(result.to_json()))
+    else:
+        print_fleet_verify(result)
+    raise SystemExit(int(result.exit_code))
+
+
+@fleet.command("create", epilog=FLEET_EPILOG)
+@click.argument("name")
+@click.option("--bundle", "bundle_dir", type=click.Path(exists=True, file_okay=False), default=None,
+              help="Install this existing bundle (no detect, no solve): nodes need no network at all.")
+@click.option("--bundle-dir", "bundle_out", type=click.Path(file_okay=False), default=None,
+              help="Where to write the fleet's bundle (a folder every node can read; default: beside the envs).")
+@click.option("--prefix", "prefix_template", default=None,
+              help="Env path on each node; {node} makes it node-local (e.g. /scratch/{node}/envs/NAME). "
+              "Without {node}: one shared prefix, created once and checked from every node.")
+@click.option("--force", is_flag=True, help="Replace existing envs (each old one survives a failed rebuild).")
+@click.option("--quiet", "-q", is_flag=True, help="No live progress table.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable summary.")
+@build_options
+@fleet_options
+def create_cmd(name: str, bundle_dir: str | None, bundle_out: str | None, prefix_template: str | None, force: bool,
+               quiet: bool, as_json: bool, spec: str | None, env_file: str | None, no_adapt: bool, cuda: str | None,
+               torch_spec: str | None, python: str | None, flavor: str | None, mirror: str | None,
+               channels: tuple[str, ...], launcher: str,
+               partition: str | None, count: int | None, nodelist: str | None, exclude: tuple[str, ...],
+               account: str | None, time_limit: str | None, gpus_per_node: int | None, srun_args: tuple[str, ...],
+               timeout: float | None) -> None:
+    """Select for the fleet, solve once, bundle, install on every node in parallel, check they are identical."""
+    import time
+    from pathlib import Path
+
+    from envkit import output
+    from envkit.bundle import bundle_from_spec
+    from envkit.errors import ExitCode
+    from envkit.fleet.create import CREATE_TIMEOUT, fleet_create
+    from envkit.fleet.select import request_for_fleet
+    from envkit.locations import check_name, default_prefix
+
+    check_name(name)
+    runner = _launcher(launcher, partition, count, nodelist, exclude, account, time_limit, gpus_per_node, srun_args)
+    request = _request(cuda, torch_spec, python, flavor, cuda not in (None, "auto"))
+    out = Path(bundle_out) if bundle_out else (
+        default_prefix(name).parent / ".envkit-bundles" / f"{name}-{time.strftime('%Y%m%dT%H%M%S')}")
+    quiet = quiet or as_json
+
+    def make_bundle(fleet: Any) -> Any:
+        if fleet is None:  # --file --no-adapt: taken literally, for whatever machine
+            opts = _create_options(name, spec, request, flavor is not None, mirror, channels, env_file=env_file,
+                                   no_adapt=no_adapt)
+        else:
+            opts = _create_options(name, spec, request_for_fleet(fleet, request), flavor is not None, mirror,
+                                   channels, fleet.driver_version, fleet.compute_capabilities, env_file, no_adapt)
+        return bundle_from_spec(opts, out, on_step=None if quiet else lambda t: output.plain(f"  {t}", err=True))
+
+    table = LiveNodes(quiet)
+    with table:
+        result = fleet_create(runner, name, bundle_dir=Path(bundle_dir) if bundle_dir else out,
+                              make_bundle=None if bundle_dir else make_bundle, request=request,
+                              prefix_template=prefix_template, force=force, timeout=timeout or CREATE_TIMEOUT,
+                              select=not (env_file and no_adapt), on_step=None if quiet else table.note,
+                              on_event=table.event)
+    if as_json:
+        output.plain(output.dump_json(result.to_json()))
+    else:
+        print_fleet_create(result)
+    if not result.ok:
+        raise SystemExit(int(ExitCode.ERROR))
+
+
+class LiveNodes:
+    """A live per-node table on stderr (rich), fed by the launcher's events; silent when quiet."""
+
+    def __init__(self, quiet: bool) -> None:
+        import threading
+
+        self.quiet = quiet
+        self.rows: dict[str, tuple[str, float, float | None, str]] = {}
+        self.lock = threading.Lock()
+        self.live: Any = None
+
+    def __enter__(self) -> LiveNodes:
+        if not self.quiet:
+            from rich.live import Live
+
+            from envkit.output import console
+
+            self.live = Live(get_renderable=self.render, console=console(stderr=True), refresh_per_second=4,
+                             transient=False)
+            self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.live is not None:
+            self.live.__exit__(*exc)
+
+    def note(self, text: str) -> None:
+        if self.live is not None:
+            self.live.console.print(f"  {text}", highlight=False, markup=False)
+
+    def event(self, node: str, what: str, run: Any) -> None:
+        import time
+
+        with self.lock:
+            if what == "running":
+                self.rows[node] = ("running", time.monotonic(), None, "")
+            else:
+                started = self.rows.get(node, ("", time.monotonic(), None, ""))[1]
+                ok = run is not None and run.ok
+                error = "" if ok or run is None else (run.error or run.stderr_tail(1))
+                self.rows[node] = ("done" if ok else "FAILED", started, run.seconds if run else 0.0, error)
+
+    def render(self) -> Any:
+        import time
+
+        from rich.table import Table
+
+        from envkit.output import esc
+
+        table = Table(show_edge=False, title=None)
+        for col in ("node", "state", "s", "error"):
+            table.add_column(col, overflow="fold")
+        with self.lock:
+            for node, (state, started, seconds, error) in sorted(self.rows.items()):
+                style = {"done": "green", "FAILED": "bold red"}.get(state, "yellow")
+                took = seconds if seconds is not None else time.monotonic() - started
+                table.add_row(esc(node), f"[{style}]{state}[/]", f"{took:.1f}", esc(error[:120]))
+        return table
+
+
+# -- rendering ------------------------------------------------------------------------------------
+def _gpus(machine: Any) -> str:
+    if machine is None:
+        return ""
+    if not machine.gpus:
+        return "hidden" if machine.gpus_hidden else "none"
+    counts: dict[str, int] = {}
+    for g in machine.gpus:
+        key = f"{g.name} sm_{g.compute_capability.replace('.', '')}"
+        counts[key] = counts.get(key, 0) + 1
+    return ", ".join(f"{n}x {k}" if n > 1 else k for k, n in counts.items())
+
+
+def _own_build(sel: dict[str, Any] | None, error: str | None) -> str:
+    if sel is None:
+        return f"none: {error}" if error else "none"
+    cuda = f"CUDA {sel['cuda']} ({sel['variant']})" if sel.get("cuda") else "CPU"
+    return f"torch {sel['torch']} {cuda} py{sel['python']}"
+
+
+def print_inventory(inv: Any) -> None:
+    from rich.table import Table
+
+    from envkit.output import console, esc
+
+    con = console()
+    table = Table(show_edge=False)
+    for col in ("node", "partition", "driver", "CUDA", "GPUs", "own best build", "s"):
+        table.add_column(col, overflow="fold")
+    for n in inv.nodes:
+        if n.machine is None:
+            table.add_row(f"[bold red]{esc(n.node)}[/]", esc(n.partition or ""), "", "", "",
+                          f"[red]FAILED: {esc(n.error or '?')}[/]", f"{n.seconds:.1f}")
+            continue
+        drv = n.machine.driver
+        table.add_row(esc(n.node), esc(n.partition or ""), esc(drv.version if drv else "none"),
+                      esc(drv.cuda or "?") if drv else "", esc(_gpus(n.machine)),
+                      esc(_own_build(n.selection, n.selection_error)), f"{n.seconds:.1f}")
+    con.print(table)
+    ok = len(inv.reachable)
+    con.print(f"{ok} of {len(inv.nodes)} node(s) answered in {inv.seconds:.2f} s ({inv.launcher})")
+
+
+def print_fleet_selection(fl: Any) -> None:
+    from envkit.output import console, esc
+
+    con = console()
+    where = f" (partition {fl.partition})" if fl.partition else ""
+    if fl.selection is None:
+        con.print(f"[bold red]No fleet build{where}:[/] {esc(fl.error or '?')}")
+        if fl.hint:
+            con.print(f"[bold]fix:[/] {esc(fl.hint)}")
+        for reason in fl.reasons:
+            con.print(f"  - {esc(reason)}")
+        return
+    sel = fl.selection
+    build = f"CUDA {sel.cuda} ({sel.variant})" if sel.cuda else "[yellow]CPU only[/]"
+    con.print(f"[bold green]Fleet build{where}:[/] torch {sel.torch} · {build} · python {sel.python} · "
+              f"flavor {sel.flavor} · {len(fl.nodes)} node(s)")
+    con.print("[bold]Why:[/]")
+    for reason in fl.reasons:
+        con.print(f"  - {esc(reason)}")
+
+
+_CHECK_COLUMNS = (("import", "import"), ("driver", "driver"), ("architecture", "arch"), ("autocast", "autocast"),
+                  ("grad_scaler", "scaler"), ("training", "train"), ("speed", "speed"), ("memory", "memory"),
+                  ("matmul_tflops", "tflops"), ("multi_gpu", "multi-GPU"))
+_STYLE = {"PASS": "green", "FAIL": "bold red", "SKIPPED": "dim", "WARN": "yellow"}
+
+
+def print_fleet_verify(result: Any) -> None:
+    from rich.table import Table
+
+    from envkit.output import console, esc
+
+    con = console()
+    present = [c for c in _CHECK_COLUMNS if any(c[0] in n.checks for n in result.nodes)]
+    table = Table(show_edge=False)
+    table.add_column("node")
+    table.add_column("verdict")
+    for _key, label in present:
+        table.add_column(label)
+    for label in ("AMP x", "mem", "TFLOP/s", "s"):
+        table.add_column(label, justify="right")
+    for n in result.nodes:
+        slow = n.node == result.slowest
+        name = f"[bold red]{esc(n.node)}[/]" if n.outcome == "FAIL" else (
+            f"[yellow]{esc(n.node)} (slowest)[/]" if slow else esc(n.node))
+        cells = [f"[{_STYLE.get(n.checks.get(k, ''), '')}]{n.checks.get(k, '-')}[/]" if k in n.checks else "-"
+                 for k, _label in present]
+        table.add_row(name, f"[{_STYLE.get(n.outcome, '')}]{n.outcome}[/]", *cells,
+                      f"{n.speedup:.2f}" if n.speedup is not None else "-",
+                      f"{n.memory_ratio:.2f}" if n.memory_ratio is not None else "-",
+                      f"{n.tflops:.0f}" if n.tflops is not None else "-", f"{n.seconds:.1f}")
+    con.print(table)
+    for n in result.nodes:
+        if n.outcome != "PASS":
+            con.print(f"[{_STYLE.get(n.outcome, '')}]{esc(n.node)}[/]: {esc(n.summary)}")
+    if result.nccl is not None:
+        con.print(f"[bold]NCCL across nodes:[/] [{_STYLE.get(result.nccl.outcome, '')}]{result.nccl.outcome}[/] "
+                  f"{esc(result.nccl.summary)}")
+        for node, err in result.nccl.node_errors.items():
+            con.print(f"  [red]{esc(node)}[/]: {esc(err)}")
+    con.print(f"[{_STYLE.get(result.outcome, '')}]{result.outcome}[/]: {esc(result.summary)} "
+              f"({result.seconds:.1f} s)")
+
+
+def print_fleet_create(result: Any) -> None:
+    from rich.table import Table
+
+    from envkit.output import console, esc
+
+    con = console()
+    table = Table(show_edge=False)
+    for col in ("node", "result", "prefix", "packages", "s", "error"):
+        table.add_column(col, overflow="fold")
+    digests = sorted({n.digest for n in result.nodes if n.ok and n.digest})
+    for n in result.nodes:
+        status = "[green]ok[/]" if n.ok else f"[bold red]FAILED ({n.phase})[/]"
+        table.add_row(esc(n.node), status, esc(n.prefix or ""), str(n.packages or ""), f"{n.seconds:.1f}",
+                      esc(n.error or ""))
+    con.print(table)
+    ok = [n for n in result.nodes if n.ok]
+    where = "one shared prefix" if result.shared else "node-local prefixes"
+    same = "identical on every node" if result.identical else f"[bold red]NOT identical ({len(digests)} variants)[/]"
+    con.print(f"{len(ok)} of {len(result.nodes)} node(s) ok ({where}); records {same}; bundle {esc(result.bundle)}; "
+              f"{result.seconds:.1f} s (" + ", ".join(f"{k} {v:.1f} s" for k, v in result.phases.items()) + ")")
+    for n in result.failed:
+        con.print(f"[red]{esc(n.node)}[/]: {esc(n.error or '?')} (nothing half-made is left there)")

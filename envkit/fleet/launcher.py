@@ -1,0 +1,330 @@
+"""Run one command on each node of a fleet: through Slurm's `srun`, or as local processes.
+
+One `srun` per node, all in parallel: a dead or slow node then fails alone, within its timeout,
+instead of holding a multi-node step hostage (an srun to a node whose slurmd died fails only after
+about 11 s, and a step over several nodes waits for all of them: slurm-local.md). Nodes are named
+by `SLURMD_NODENAME` as the task itself reports it, never by hostname (several nodes can share one,
+srun(1) "OUTPUT ENVIRONMENT VARIABLES"). A launcher is anything with `nodes`, `run` and `address`,
+so another engine (Ray, Kubernetes jobs) can follow behind the same interface.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shlex
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Protocol
+
+from envkit import proc
+from envkit.errors import EnvkitError, UsageError
+
+NODE_MARKER = "@@ENVKIT-NODE@@"
+# The task says who it is before running the command: Slurm sets SLURMD_NODENAME on the node,
+# the local launcher sets ENVKIT_FLEET_NODE. "$@" keeps the argv intact (no string is interpolated).
+_WRAP = f'echo "{NODE_MARKER} ${{SLURMD_NODENAME:-$ENVKIT_FLEET_NODE}}"; exec "$@"'
+DEFAULT_TIMEOUT = 120.0
+MAX_PARALLEL = 64
+
+
+def envkit_argv() -> list[str]:
+    """How a node runs envkit: ENVKIT_FLEET_ENVKIT (a command line) or this very interpreter,
+    which works wherever envkit sits on a filesystem the nodes share (the usual cluster home)."""
+    custom = os.environ.get("ENVKIT_FLEET_ENVKIT")
+    if custom:
+        return shlex.split(custom)
+    return [sys.executable, "-m", "envkit"]
+
+
+@dataclass(frozen=True)
+class SrunOptions:
+    """srun options passed through as given (srun(1))."""
+
+    partition: str | None = None
+    account: str | None = None
+    time: str | None = None
+    gpus_per_node: int | None = None
+    extra: tuple[str, ...] = ()
+
+    def argv(self) -> list[str]:
+        out: list[str] = []
+        if self.account:
+            out.append(f"--account={self.account}")
+        if self.time:
+            out.append(f"--time={self.time}")
+        if self.gpus_per_node is not None:
+            out.append(f"--gpus-per-node={self.gpus_per_node}")
+        for item in self.extra:
+            out += shlex.split(item)
+        return out
+
+
+@dataclass(frozen=True)
+class NodeRequest:
+    """Which nodes: a partition, a count, an explicit list, minus exclusions."""
+
+    partition: str | None = None
+    count: int | None = None
+    nodelist: str | None = None
+    exclude: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class NodeSlot:
+    """A node the launcher knows of; `reason` says why it cannot be used (None: usable)."""
+
+    name: str
+    partition: str | None = None
+    state: str | None = None
+    reason: str | None = None
+
+    @property
+    def usable(self) -> bool:
+        return self.reason is None
+
+
+@dataclass(frozen=True)
+class NodeRun:
+    """One command on one node: what it printed, or why it never ran."""
+
+    node: str
+    returncode: int | None
+    stdout: str
+    stderr: str
+    seconds: float
+    error: str | None = None  # the launch failed or timed out (not the command's own failure)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.returncode == 0
+
+    def stderr_tail(self, lines: int = 6) -> str:
+        return "\n".join(self.stderr.strip().splitlines()[-lines:])
+
+
+class Launcher(Protocol):
+    kind: str
+
+    def nodes(self) -> list[NodeSlot]: ...
+
+    def run(self, node: NodeSlot, argv: Sequence[str], *, timeout: float,
+            env: Mapping[str, str] | None = None) -> NodeRun: ...
+
+    def address(self, node: str) -> str: ...
+
+
+def _parse(node: str, done: proc.Completed, seconds: float, launch_error: str | None) -> NodeRun:
+    """Split the marker line off; a task that never printed it never started on its node."""
+    head, sep, body = done.stdout.partition(NODE_MARKER)
+    if not sep:
+        why = launch_error or (f"the command did not start on {node} (rc {done.returncode}): "
+                               f"{done.stderr_tail(4) or '(no output)'}")
+        return NodeRun(node, done.returncode, done.stdout, done.stderr, seconds, why)
+    first, _, rest = body.partition("\n")
+    reported = first.strip()
+    if reported and reported != node:
+        return NodeRun(node, done.returncode, rest, done.stderr, seconds,
+                       f"asked for {node} but the task ran on {reported}")
+    if launch_error:
+        return NodeRun(node, done.returncode, rest, done.stderr, seconds, launch_error)
+    return NodeRun(node, done.returncode, head + rest, done.stderr, seconds)
+
+
+class LocalLauncher:
+    """N "nodes" on this machine (names local1..N, or `local` for one); with gpus_per_node, node i
+    sees GPUs i*G .. i*G+G-1 through CUDA_VISIBLE_DEVICES, as srun --gpus-per-node would give it."""
+
+    kind = "local"
+
+    def __init__(self, count: int = 1, gpus_per_node: int | None = None, exclude: Sequence[str] = ()) -> None:
+        if count < 1:
+            raise UsageError("--nodes must be at least 1", "envkit fleet detect --launcher local --nodes 2")
+        self.count = count
+        self.gpus_per_node = gpus_per_node
+        self.exclude = set(exclude)
+
+    def nodes(self) -> list[NodeSlot]:
+        names = ["local"] if self.count == 1 else [f"local{i + 1}" for i in range(self.count)]
+        return [NodeSlot(n, "local", "idle") for n in names if n not in self.exclude]
+
+    def _gpus(self, node: str) -> str | None:
+        if self.gpus_per_node is None:
+            return None
+        index = 0 if node == "local" else int(node[len("local"):]) - 1
+        first = index * self.gpus_per_node
+        return ",".join(str(i) for i in range(first, first + self.gpus_per_node))
+
+    def run(self, node: NodeSlot, argv: Sequence[str], *, timeout: float,
+            env: Mapping[str, str] | None = None) -> NodeRun:
+        extra = dict(env or {}, ENVKIT_FLEET_NODE=node.name)
+        gpus = self._gpus(node.name)
+        if gpus is not None:
+            extra["CUDA_VISIBLE_DEVICES"] = gpus
+        start = time.perf_counter()
+        try:
+            done = proc.run(["sh", "-c", _WRAP, "envkit-node", *argv], timeout=timeout, env=proc.child_env(extra))
+        except FileNotFoundError as exc:
+            raise EnvkitError(f"cannot run sh: {exc}", "install a POSIX shell") from exc
+        seconds = time.perf_counter() - start
+        error = f"no answer within {timeout:g} s (stopped)" if done.timed_out else None
+        return _parse(node.name, done, seconds, error)
+
+    def address(self, node: str) -> str:
+        return "127.0.0.1"
+
+
+class SlurmLauncher:
+    """Nodes from the current allocation (salloc/sbatch), from --nodelist, or from sinfo."""
+
+    kind = "slurm"
+
+    def __init__(self, request: NodeRequest = NodeRequest(), srun: SrunOptions = SrunOptions(),
+                 environ: Mapping[str, str] | None = None) -> None:
+        self.request = request
+        self.srun = srun
+        self.environ = dict(os.environ if environ is None else environ)
+        self.in_allocation = bool(self.environ.get("SLURM_JOB_ID") and self.environ.get("SLURM_JOB_NODELIST"))
+        self._addresses: dict[str, str] = {}
+
+    # -- talking to Slurm -----------------------------------------------------------------------
+    def _tool(self, argv: Sequence[str], timeout: float = 30.0) -> proc.Completed:
+        try:
+            done = proc.run(argv, timeout=timeout, env=self.environ)
+        except FileNotFoundError as exc:
+            raise EnvkitError(f"{argv[0]} not found: Slurm's client tools are not installed here",
+                              "run on a login node of the cluster, or use --launcher local on one machine") from exc
+        if done.timed_out:
+            raise EnvkitError(f"{shlex.join(argv)} did not answer within {timeout:g} s (is slurmctld up?)",
+                              "check the controller: scontrol ping")
+        if done.returncode != 0:
+            raise EnvkitError(f"{shlex.join(argv)} failed: {done.stderr_tail(4) or done.stdout[-400:]}",
+                              "check the Slurm configuration (scontrol ping, sinfo)")
+        return done
+
+    def hostnames(self, expression: str) -> list[str]:
+        """n[1-4],gpu7 -> [n1, n2, n3, n4, gpu7] (Slurm's own expansion)."""
+        out = self._tool(["scontrol", "show", "hostnames", expression]).stdout.split()
+        return list(dict.fromkeys(out))
+
+    def _sinfo(self) -> list[NodeSlot]:
+        argv = ["sinfo", "-h", "-N", "-o", "%N|%P|%T|%E"]
+        if self.request.partition:
+            argv += ["-p", self.request.partition]
+        slots: dict[str, NodeSlot] = {}
+        for line in self._tool(argv).stdout.splitlines():
+            parts = line.split("|")
+            if len(parts) < 4:
+                continue
+            # a node in several partitions is listed once per partition: keep the default one (marked *)
+            if parts[0] in slots and not parts[1].endswith("*"):
+                continue
+            name, partition, state, why = parts[0], parts[1].rstrip("*"), parts[2], parts[3]
+            bad = any(s in state for s in ("down", "drain", "fail", "maint", "unknown", "future", "*"))
+            reason = None
+            if bad:
+                reason = f"Slurm reports the node {state}" + (f" ({why})" if why and why != "none" else "")
+            slots[name] = NodeSlot(name, partition, state, reason)
+        return list(slots.values())
+
+    def nodes(self) -> list[NodeSlot]:
+        excluded: set[str] = set()
+        for item in self.request.exclude:
+            excluded.update(self.hostnames(item))
+        if self.request.nodelist or self.in_allocation:
+            expression = self.request.nodelist or self.environ["SLURM_JOB_NODELIST"]
+            known = {s.name: s for s in self._sinfo()} if not self.in_allocation else {}
+            slots = [known.get(n, NodeSlot(n, self.request.partition)) for n in self.hostnames(expression)]
+            if self.request.nodelist and not self.in_allocation:
+                unknown = [s.name for s in slots if s.name not in known]
+                if unknown:
+                    raise UsageError(f"{', '.join(unknown)}: not a node of "
+                                     + (f"partition {self.request.partition}" if self.request.partition
+                                        else "this cluster"), "sinfo -N lists the nodes")
+        else:
+            slots = self._sinfo()
+            if not slots:
+                raise UsageError("Slurm lists no nodes" + (f" in partition {self.request.partition}"
+                                                           if self.request.partition else ""), "sinfo -N")
+        slots = [s for s in slots if s.name not in excluded]
+        if self.request.count is not None:
+            usable = [s for s in slots if s.usable][: self.request.count]
+            if len(usable) < self.request.count:
+                usable += [s for s in slots if not s.usable][: self.request.count - len(usable)]
+            slots = usable
+        return slots
+
+    def srun_argv(self, node: NodeSlot, job_name: str) -> list[str]:
+        argv = ["srun", "--nodes=1", "--ntasks=1", "--ntasks-per-node=1", f"--nodelist={node.name}",
+                f"--job-name={job_name}", "--kill-on-bad-exit=1"]
+        if self.in_allocation:
+            argv.append("--overlap")  # share the allocation with the step that runs envkit itself
+        partition = self.srun.partition or self.request.partition or (None if self.in_allocation else node.partition)
+        if partition:
+            argv.append(f"--partition={partition}")
+        return argv + self.srun.argv()
+
+    def run(self, node: NodeSlot, argv: Sequence[str], *, timeout: float,
+            env: Mapping[str, str] | None = None) -> NodeRun:
+        job_name = f"envkit-fleet-{secrets.token_hex(4)}"
+        full = [*self.srun_argv(node, job_name), "sh", "-c", _WRAP, "envkit-node", *argv]
+        start = time.perf_counter()
+        try:
+            done = proc.run(full, timeout=timeout, env=proc.child_env(env))
+        except FileNotFoundError as exc:
+            raise EnvkitError("srun not found: Slurm's client tools are not installed here",
+                              "run on a login node of the cluster, or use --launcher local") from exc
+        seconds = time.perf_counter() - start
+        error = None
+        if done.timed_out:
+            cancelled = ""
+            if not self.in_allocation:
+                # srun was killed: cancel its job too (ours alone: the name is unique to this call)
+                gone = proc.run(["scancel", f"--name={job_name}"], timeout=15, env=self.environ)
+                cancelled = ", its job cancelled" if gone.returncode == 0 else ""
+            error = f"no answer within {timeout:g} s (srun stopped{cancelled}): the node may be down or busy"
+        return _parse(node.name, done, seconds, error)
+
+    def address(self, node: str) -> str:
+        """The node's address for a rendezvous (NodeAddr in slurm.conf; the name itself if unset)."""
+        if node not in self._addresses:
+            text = self._tool(["scontrol", "show", "node", node]).stdout
+            found = next((w.split("=", 1)[1] for w in text.split() if w.startswith("NodeAddr=")), node)
+            self._addresses[node] = found
+        return self._addresses[node]
+
+
+def run_all(launcher: Launcher, nodes: Sequence[NodeSlot], argv_for: Callable[[NodeSlot], Sequence[str]], *,
+            timeout: float = DEFAULT_TIMEOUT, env_for: Callable[[NodeSlot], Mapping[str, str]] | None = None,
+            on_event: Callable[[str, str, NodeRun | None], None] | None = None) -> list[NodeRun]:
+    """Run on every usable node in parallel; unusable nodes come back as failed rows, not exceptions."""
+    def one(node: NodeSlot) -> NodeRun:
+        if not node.usable:
+            result = NodeRun(node.name, None, "", "", 0.0, node.reason)
+        else:
+            if on_event:
+                on_event(node.name, "running", None)
+            try:
+                result = launcher.run(node, argv_for(node), timeout=timeout,
+                                      env=env_for(node) if env_for else None)
+            except EnvkitError as exc:
+                result = NodeRun(node.name, None, "", "", 0.0, exc.message)
+        if on_event:
+            on_event(node.name, "done", result)
+        return result
+
+    if not nodes:
+        return []
+    with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, len(nodes))) as pool:
+        return list(pool.map(one, nodes))
+
+
+def make_launcher(kind: str, request: NodeRequest, srun: SrunOptions) -> Launcher:
+    if kind == "local":
+        return LocalLauncher(request.count or 1, srun.gpus_per_node, request.exclude)
+    if kind == "slurm":
+        return SlurmLauncher(request, srun)
+    raise UsageError(f"unknown launcher {kind!r}", "use --launcher slurm or --launcher local")

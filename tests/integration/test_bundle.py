@@ -1,0 +1,89 @@
+"""`envkit bundle` + `envkit create --bundle`: made through the loopback mirror, installed after the mirror
+is gone (no network at all), every checksum enforced."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from helpers import run_cli
+from testbed.channel import PY, TestBed
+from testbed.server import ChannelServer
+
+
+def conda_meta(prefix: Path) -> dict[str, dict]:  # type: ignore[type-arg]
+    return {json.loads(p.read_text())["name"]: json.loads(p.read_text())
+            for p in (prefix / "conda-meta").glob("*.json")}
+
+
+@pytest.fixture
+def made_bundle(capsys: pytest.CaptureFixture[str], testbed: TestBed, tmp_path: Path) -> tuple[Path, str]:
+    out = tmp_path / "bundle"
+    with ChannelServer(testbed.root) as srv:
+        code, stdout, err = run_cli(capsys, "bundle", "dl", "--spec", "dl_train", "--cuda", "13.0", "--python", PY,
+                                    "--mirror", srv.url, "-o", str(out))
+        assert code == 0, err
+        url = srv.url
+    assert "install it without network: envkit create dl --bundle" in stdout
+    return out, url  # the server is shut down here: from now on there is no mirror at all
+
+
+def test_bundle_round_trip_without_network(capsys: pytest.CaptureFixture[str], made_bundle: tuple[Path, str],
+                                           isolated: Path) -> None:
+    bundle, mirror_url = made_bundle
+    manifest = json.loads((bundle / "bundle.json").read_text())
+    kinds = {f["kind"] for f in manifest["files"]}
+    assert kinds == {"conda", "wheel"} and manifest["selection"]["cuda"] == "13.0"
+    assert all((bundle / f["path"]).is_file() for f in manifest["files"])
+    assert mirror_url not in (bundle / "source.lock").read_text()  # canonical URLs, mirror applied per request
+    code, _out, err = run_cli(capsys, "create", "offline", "--bundle", str(bundle), "--no-verify")
+    assert code == 0, err
+    prefix = isolated / "envs" / "offline"
+    meta = conda_meta(prefix)
+    wanted = {f["path"].rsplit("/", 1)[-1] for f in manifest["files"] if f["kind"] == "conda"}
+    assert {m["fn"] for m in meta.values()} == wanted
+    assert meta["pytorch"]["build"].startswith("cuda130")
+    # installed records name the canonical channel and URL, as a networked create would
+    assert meta["pytorch"]["channel"].startswith("https://conda.anaconda.org/conda-forge")
+    assert meta["pytorch"]["url"].startswith("https://conda.anaconda.org/conda-forge/")
+    site = prefix / "lib" / f"python{PY}" / "site-packages"
+    assert (site / "transformers-4.99.0.dist-info").is_dir() and (site / "datasets-3.99.0.dist-info").is_dir()
+
+
+def test_corrupt_archive_is_refused_with_its_name(capsys: pytest.CaptureFixture[str], made_bundle: tuple[Path, str],
+                                                  isolated: Path, tmp_path: Path) -> None:
+    bundle, _url = made_bundle
+    broken = tmp_path / "broken"
+    shutil.copytree(bundle, broken)
+    manifest = json.loads((broken / "bundle.json").read_text())
+    victim = next(f["path"] for f in manifest["files"] if "pytorch-" in f["path"])
+    data = bytearray((broken / victim).read_bytes())
+    data[len(data) // 2] ^= 0xFF  # same size, different content
+    (broken / victim).write_bytes(bytes(data))
+    code, _out, err = run_cli(capsys, "create", "bad", "--bundle", str(broken), "--no-verify")
+    assert code == 1
+    assert f"corrupt bundle file {victim}" in err and "nothing was installed" in err
+    assert not (isolated / "envs" / "bad").exists()
+    (broken / victim).unlink()
+    code, _out, err = run_cli(capsys, "create", "bad", "--bundle", str(broken), "--no-verify")
+    assert code == 1 and f"the bundle lacks {victim}" in err
+
+
+def test_bundle_a_lock_through_a_mirror(capsys: pytest.CaptureFixture[str], made_bundle: tuple[Path, str],
+                                        testbed: TestBed, tmp_path: Path) -> None:
+    """source.lock (canonical URLs, as `envkit lock`/export write them) re-bundled through the mirror."""
+    bundle, _url = made_bundle
+    again = tmp_path / "again"
+    with ChannelServer(testbed.root) as srv:
+        code, _out, err = run_cli(capsys, "bundle", "--lock", str(bundle / "source.lock"), "--mirror", srv.url,
+                                  "-o", str(again))
+    assert code == 0, err
+    first = json.loads((bundle / "bundle.json").read_text())
+    second = json.loads((again / "bundle.json").read_text())
+    conda = sorted((f["path"], f["sha256"]) for f in first["files"] if f["kind"] == "conda")
+    assert sorted((f["path"], f["sha256"]) for f in second["files"] if f["kind"] == "conda") == conda
+    code, _out, err = run_cli(capsys, "bundle", "--lock", str(bundle / "source.lock"), "-o", str(again))
+    assert code == 1 and "exists and is not empty" in err

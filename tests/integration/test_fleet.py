@@ -1,0 +1,275 @@
+"""Fleet commands on a real local Slurm cluster (4 slurmd + slurmctld + munge in a temp dir).
+
+Nodes differ through ENVKIT_DRIVER_VERSION / ENVKIT_COMPUTE_CAPABILITY, set per node by the
+cluster's TaskProlog (the --driver-version / --compute-capability plumbing). Where Slurm cannot run
+here, every test of this module skips with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from envkit.cli import cli
+from testbed.channel import PY, TestBed
+from testbed.server import ChannelServer
+from testbed.slurm import SlurmCluster, missing_reason
+
+REASON = missing_reason()
+pytestmark = pytest.mark.skipif(REASON is not None, reason=f"no local Slurm cluster: {REASON}")
+
+# n1: an old driver and V100s; n2: H100s on a CUDA 13 driver; n3: A100 on a CUDA 12.8 driver; n4: like n2
+HETERO = {
+    "n1": {"ENVKIT_DRIVER_VERSION": "535.104.05", "ENVKIT_COMPUTE_CAPABILITY": "7.0 7.0"},
+    "n2": {"ENVKIT_DRIVER_VERSION": "580.65.06", "ENVKIT_COMPUTE_CAPABILITY": "9.0 9.0"},
+    "n3": {"ENVKIT_DRIVER_VERSION": "570.86.10", "ENVKIT_COMPUTE_CAPABILITY": "8.0"},
+    "n4": {"ENVKIT_DRIVER_VERSION": "580.65.06", "ENVKIT_COMPUTE_CAPABILITY": "9.0 9.0"},
+}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
+    root = tmp_path_factory.mktemp("slurm")
+    with SlurmCluster(root, node_env=HETERO, partitions={"old": ("n1",), "new": ("n2", "n3", "n4")}) as c:
+        yield c
+
+
+@pytest.fixture
+def slurm(cluster: SlurmCluster, monkeypatch: pytest.MonkeyPatch) -> SlurmCluster:
+    monkeypatch.setenv("SLURM_CONF", str(cluster.conf))
+    for name in ("SLURM_JOB_ID", "SLURM_JOB_NODELIST"):
+        monkeypatch.delenv(name, raising=False)
+    cluster.write_node_env(HETERO)
+    for node in cluster.nodes:
+        cluster.set_delay(node, None)
+    return cluster
+
+
+def fleet_json(*args: str) -> tuple[int, dict]:  # type: ignore[type-arg]
+    result = CliRunner().invoke(cli, ["fleet", *args, "--json"])
+    assert result.stdout.strip().startswith("{"), result.output
+    return result.exit_code, json.loads(result.stdout)
+
+
+def test_inventory_of_four_heterogeneous_nodes(slurm: SlurmCluster) -> None:
+    start = time.perf_counter()
+    code, data = fleet_json("detect")
+    elapsed = time.perf_counter() - start
+    assert code == 0, data
+    rows = {n["node"]: n for n in data["nodes"]}
+    assert sorted(rows) == ["n1", "n2", "n3", "n4"]
+    assert rows["n1"]["machine"]["driver"]["version"] == "535.104.05"
+    assert rows["n1"]["machine"]["driver"]["cuda"] == "12.2"
+    assert [g["compute_capability"] for g in rows["n2"]["machine"]["gpus"]] == ["9.0", "9.0"]
+    assert rows["n3"]["machine"]["driver"]["cuda"] == "12.8"
+    assert rows["n2"]["selection"]["cuda"] == "13.0"  # each node's own best build
+    assert rows["n1"]["partition"] == "all"
+    assert elapsed < 10, f"fleet detect of 4 nodes took {elapsed:.1f} s"
+
+
+def test_fleet_selection_binds_on_the_weakest_node(slurm: SlurmCluster) -> None:
+    _code, data = fleet_json("detect")
+    fleet = data["fleet"][0]
+    assert fleet["binding"] == ["n1"]
+    assert fleet["cuda"] == "12.2"
+    assert fleet["compute_capabilities"] == ["7.0", "8.0", "9.0"]
+    first = fleet["reasons"][0]
+    assert first.startswith("n1's driver 535.104.05 caps the fleet at CUDA 12.2; without it: CUDA 12.8"), first
+    assert fleet["selection"]["cuda"] is not None
+    # the build must cover the V100s of n1: its CUDA level stays within what n1's driver allows
+    assert any("sm_70" in r for r in fleet["reasons"]), fleet["reasons"]
+
+
+def test_exclude_lifts_the_cap(slurm: SlurmCluster) -> None:
+    _code, data = fleet_json("detect", "--exclude", "n1")
+    assert sorted(n["node"] for n in data["nodes"]) == ["n2", "n3", "n4"]
+    fleet = data["fleet"][0]
+    assert fleet["binding"] == ["n3"]
+    assert fleet["cuda"] == "12.8"
+    assert fleet["reasons"][0].startswith("n3's driver 570.86.10 caps the fleet at CUDA 12.8; without it: CUDA 13.0")
+
+
+def test_per_partition_and_nodelist(slurm: SlurmCluster) -> None:
+    _code, data = fleet_json("detect", "--partition", "new", "--per-partition")
+    assert sorted(n["node"] for n in data["nodes"]) == ["n2", "n3", "n4"]
+    assert [f["partition"] for f in data["fleet"]] == ["new"]
+    _code, data = fleet_json("detect", "--nodelist", "n[2,4]", "--time", "5", "--srun-arg=--comment=envkit-test")
+    assert [n["node"] for n in data["nodes"]] == ["n2", "n4"]
+    assert data["fleet"][0]["cuda"] == "13.0"
+
+
+def test_slow_node_is_a_row_not_a_hang(slurm: SlurmCluster) -> None:
+    slurm.set_delay("n3", 60)
+    start = time.perf_counter()
+    code, data = fleet_json("detect", "--timeout", "8")
+    elapsed = time.perf_counter() - start
+    assert code == 1
+    rows = {n["node"]: n for n in data["nodes"]}
+    assert not rows["n3"]["ok"] and "no answer within 8 s" in rows["n3"]["error"]
+    assert all(rows[n]["ok"] for n in ("n1", "n2", "n4"))
+    assert elapsed < 20, elapsed  # the timeout plus cancelling n3's job, not srun's own minutes
+    assert data["fleet"][0]["nodes"] == ["n1", "n2", "n4"]
+
+
+STUB = r'''#!{python}
+"""The GPU, faked at its seam: prints what the verify payload would print on this node's GPU."""
+import json, os, sys
+mode = os.environ.get("ENVKIT_TEST_VERIFY", "skip")
+speedup = float(os.environ.get("ENVKIT_TEST_SPEEDUP", "3.0"))
+checks = [{{"name": "import", "status": "pass", "explanation": "ok", "values": {{}}}}]
+if mode == "skip":
+    checks.append({{"name": "driver", "status": "skip", "explanation": "no NVIDIA driver", "values": {{}}}})
+else:
+    checks += [{{"name": "driver", "status": "pass", "explanation": "1 GPU", "values": {{}}}},
+               {{"name": "architecture", "status": "pass", "explanation": "sm_90 in arch list", "values": {{}}}},
+               {{"name": "training", "status": "fail" if mode == "fail" else "pass",
+                "explanation": "loss went NaN" if mode == "fail" else "ok", "values": {{}}}},
+               {{"name": "speed", "status": "pass", "explanation": "fast", "values": {{"speedup": speedup}}}},
+               {{"name": "memory", "status": "pass", "explanation": "less", "values": {{"ratio": 0.55}}}},
+               {{"name": "matmul_tflops", "status": "pass", "explanation": "x",
+                "values": {{"tflops": {{"fp32": 50.0, "fp16": 700.0 * speedup / 3}}}}}}]
+sys.stdout.write("\n@@ENVKIT-VERIFY-JSON@@\n" + json.dumps({{"checks": checks, "torch": "2.13.0",
+                 "gpus": [{{"name": "H200", "compute_capability": "9.0"}}]}}) + "\n")
+'''
+
+
+def stub_python(tmp_path: Path) -> Path:
+    import sys
+
+    path = tmp_path / "gpu-python"
+    path.write_text(STUB.format(python=sys.executable))
+    path.chmod(0o755)
+    return path
+
+
+def test_fleet_verify_aggregates_pass_skipped_fail(slurm: SlurmCluster, tmp_path: Path) -> None:
+    stub = stub_python(tmp_path)
+    env = {"n1": {"ENVKIT_TEST_VERIFY": "pass", "ENVKIT_TEST_SPEEDUP": "3.1"},
+           "n2": {"ENVKIT_TEST_VERIFY": "pass", "ENVKIT_TEST_SPEEDUP": "1.4"},
+           "n3": {"ENVKIT_TEST_VERIFY": "skip"},
+           "n4": {"ENVKIT_TEST_VERIFY": "fail"}}
+    slurm.write_node_env(env)
+    code, data = fleet_json("verify", "--python", str(stub))
+    rows = {n["node"]: n for n in data["nodes"]}
+    assert code == 3 and data["outcome"] == "FAIL", data["summary"]
+    assert [rows[n]["outcome"] for n in ("n1", "n2", "n3", "n4")] == ["PASS", "PASS", "SKIPPED", "FAIL"]
+    assert rows["n4"]["checks"]["training"] == "FAIL"
+    assert data["summary"].startswith("FAIL on n4")
+    assert data["slowest"] == "n2" and rows["n2"]["speedup"] == 1.4
+    assert rows["n1"]["memory_ratio"] == 0.55 and rows["n1"]["tflops"] > 700
+
+    slurm.write_node_env({n: {"ENVKIT_TEST_VERIFY": "pass"} for n in ("n1", "n2")}
+                         | {n: {"ENVKIT_TEST_VERIFY": "skip"} for n in ("n3", "n4")})
+    code, data = fleet_json("verify", "--python", str(stub))
+    assert code == 0 and data["outcome"] == "PASS" and "SKIPPED (no GPU) on n3, n4" in data["summary"]
+    slurm.write_node_env({n: {"ENVKIT_TEST_VERIFY": "skip"} for n in slurm.nodes})
+    code, data = fleet_json("verify", "--python", str(stub))
+    assert code == 4 and data["outcome"] == "SKIPPED"
+    result = CliRunner().invoke(cli, ["fleet", "verify", "--python", str(stub), "--nodelist", "n[1-2]"])
+    assert result.exit_code == 4 and "SKIPPED" in result.output and "n2" in result.output
+
+
+def test_fleet_verify_nccl_across_two_nodes_real_torch(slurm: SlurmCluster) -> None:
+    """Real verify payload and a real 2-node torchrun (c10d on n1) with the test venv's CPU torch:
+    every node SKIPPED (no GPU); the cross-node all-reduce + DDP step runs over gloo and must agree."""
+    import sys
+
+    pytest.importorskip("torch")
+    code, data = fleet_json("verify", "--python", sys.executable, "--quick", "--nccl",
+                            "--nodelist", "n[1-2]", "--timeout", "300")
+    assert [n["outcome"] for n in data["nodes"]] == ["SKIPPED", "SKIPPED"], data
+    nccl = data["nccl"]
+    assert nccl["outcome"] == "SKIPPED", nccl
+    assert nccl["nodes"] == ["n1", "n2"] and nccl["world_size"] == 2
+    assert nccl["all_reduce_ok"] and nccl["ddp_in_sync"] and nccl["busbw_gbps"] > 0
+    assert code == 4
+
+
+def test_dead_node_is_reported_within_its_timeout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    stub = stub_python(tmp_path)
+    with SlurmCluster(tmp_path / "slurm", nodes=("d1", "d2"),
+                      node_env={"d1": {"ENVKIT_TEST_VERIFY": "pass"}, "d2": {"ENVKIT_TEST_VERIFY": "pass"}}) as c:
+        monkeypatch.setenv("SLURM_CONF", str(c.conf))
+        c.kill_node("d2")
+        start = time.perf_counter()
+        code, data = fleet_json("verify", "--python", str(stub), "--timeout", "10")
+        elapsed = time.perf_counter() - start
+    rows = {n["node"]: n for n in data["nodes"]}
+    assert rows["d1"]["outcome"] == "PASS"
+    assert rows["d2"]["outcome"] == "FAIL" and "no answer within 10 s" in rows["d2"]["error"]
+    assert code == 3
+    assert elapsed < 20, elapsed
+
+
+def records(prefix: Path) -> set[str]:
+    return {p.name for p in (prefix / "conda-meta").glob("*.json")}
+
+
+def test_fleet_create_selects_for_the_fleet_solves_once_installs_everywhere(slurm: SlurmCluster, testbed: TestBed,
+                                                                            tmp_path: Path) -> None:
+    with ChannelServer(testbed.root) as srv:
+        code, data = fleet_json("create", "dl", "--spec", "dl_train", "--python", PY, "--mirror", srv.url,
+                                "--prefix", f"{tmp_path}/{{node}}/dl", "--bundle-dir", str(tmp_path / "bundle"))
+        solves = len(srv.hits("repodata.json")) + len(srv.hits("repodata_shards.msgpack.zst"))
+    assert code == 0, data
+    assert data["fleet"]["binding"] == ["n1"] and data["fleet"]["cuda"] == "12.2"
+    assert data["ok"] and data["identical"] and not data["shared_prefix"]
+    assert [n["node"] for n in data["nodes"] if n["ok"]] == ["n1", "n2", "n3", "n4"]
+    sets = [records(tmp_path / n / "dl") for n in ("n1", "n2", "n3", "n4")]
+    assert sets[0] and all(s == sets[0] for s in sets)
+    # n1's driver (CUDA 12.2) binds: the CUDA 12.9 build through minor version compatibility, on every node
+    assert any(r.startswith("pytorch-2.13.0-cuda129") for r in sets[0])
+    assert solves <= 6, f"repodata fetched {solves} times: the fleet must solve once, not once per node"
+
+
+def test_fleet_create_from_a_bundle_offline_and_a_node_failing_midway(slurm: SlurmCluster, testbed: TestBed,
+                                                                      tmp_path: Path) -> None:
+    bundle = tmp_path / "bundle"
+    with ChannelServer(testbed.root) as srv:
+        result = CliRunner().invoke(cli, ["bundle", "dl", "--spec", "dl_train", "--cuda", "13.0", "--python", PY,
+                                          "--mirror", srv.url, "-o", str(bundle)])
+        assert result.exit_code == 0, result.output
+    # the mirror is gone; on top, every node's proxy points at a closed port: only the bundle folder is reachable
+    dead = {"http_proxy": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9",
+            "HTTP_PROXY": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9"}
+    env = {n: dict(dead) for n in slurm.nodes}
+    env["n3"]["PIP_CONSTRAINT"] = "/nonexistent/constraints.txt"  # n3's pip step fails after conda linked
+    slurm.write_node_env(env)
+    code, data = fleet_json("create", "dl", "--bundle", str(bundle), "--prefix", f"{tmp_path}/{{node}}/dl")
+    assert code == 1
+    rows = {n["node"]: n for n in data["nodes"]}
+    assert [n for n in rows if rows[n]["ok"]] == ["n1", "n2", "n4"] and data["identical"]
+    assert "pip" in rows["n3"]["error"], rows["n3"]
+    assert records(tmp_path / "n1" / "dl") == records(tmp_path / "n4" / "dl")
+    assert not (tmp_path / "n3" / "dl").exists()
+    assert not [p.name for p in (tmp_path / "n3").iterdir()] if (tmp_path / "n3").exists() else True
+
+    # one shared prefix: created once (by the first node), then checked from every node
+    slurm.write_node_env({n: dict(dead) for n in slurm.nodes})
+    result = CliRunner().invoke(cli, ["fleet", "create", "shared", "--bundle", str(bundle), "--prefix",
+                                      f"{tmp_path}/shared/env"])
+    assert result.exit_code == 0, result.output
+    assert "4 of 4 node(s) ok (one shared prefix); records identical on every node" in result.output
+    assert (tmp_path / "shared" / "env" / "conda-meta").is_dir()
+
+
+def test_inside_an_allocation_the_jobs_nodes_are_used(slurm: SlurmCluster, tmp_path: Path) -> None:
+    """The README's sbatch example: envkit runs in the batch step and uses exactly the job's nodes."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "detect.json"
+    script = tmp_path / "job.sh"
+    script.write_text(f"#!/bin/sh\n#SBATCH --nodes=2\n#SBATCH --nodelist=n2,n3\n"
+                      f"{sys.executable} -m envkit fleet detect --json > {out}\n")
+    done = subprocess.run(["sbatch", "--wait", "--output", str(tmp_path / "job.log"), str(script)],
+                          env=slurm.env(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr + (tmp_path / "job.log").read_text()
+    data = json.loads(out.read_text())
+    assert [n["node"] for n in data["nodes"]] == ["n2", "n3"] and all(n["ok"] for n in data["nodes"])
+    assert data["fleet"][0]["binding"] == ["n3"]
