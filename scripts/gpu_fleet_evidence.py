@@ -59,6 +59,9 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "gpu-runs" / "fleet-verify-nccl-h200x2.json")
     parser.add_argument("--launcher", choices=["auto", "slurm", "local"], default="auto")
     parser.add_argument("--timeout", type=float, default=420.0)
+    parser.add_argument("--gpus", type=int, default=2, choices=[1, 2],
+                        help="GPUs on this host: 2 = one per node and --nccl across them; 1 = both nodes verify "
+                             "GPU 0 (no cross-node NCCL: two NCCL ranks cannot share one GPU), then --nccl on n1 alone")
     args = parser.parse_args()
     from testbed.slurm import SlurmCluster, missing_reason
 
@@ -79,7 +82,8 @@ def main() -> int:
         why_local = missing_reason(install_root)
         if why_local is None:
             cluster = SlurmCluster(work / "slurm", nodes=("n1", "n2"), gpus_per_node=1, cpus_per_node=8,
-                                   node_env={"n1": {"CUDA_VISIBLE_DEVICES": "0"}, "n2": {"CUDA_VISIBLE_DEVICES": "1"}},
+                                   node_env={"n1": {"CUDA_VISIBLE_DEVICES": "0"},
+                                             "n2": {"CUDA_VISIBLE_DEVICES": "1" if args.gpus == 2 else "0"}},
                                    install_root=install_root)
             try:
                 cluster.start()
@@ -101,8 +105,15 @@ def main() -> int:
             evidence["launcher"] = "local"
             evidence["why_not_slurm"] = why_local
             where = ["--launcher", "local", "--nodes", "2", "--gpus-per-node", "1"]
+        evidence["gpus"] = args.gpus
         evidence["fleet_detect"] = run(envkit + ["fleet", "detect", "--json", *where], env, 300)
-        evidence["fleet_verify_nccl"] = run(envkit + verify + where, env, args.timeout + 120)
+        if args.gpus == 2:
+            evidence["fleet_verify_nccl"] = run(envkit + verify + where, env, args.timeout + 120)
+        else:
+            plain = [a for a in verify if a != "--nccl"]
+            evidence["fleet_verify"] = run(envkit + plain + where, env, args.timeout + 120)
+            one = ["--nodelist", "n1"] if cluster is not None else ["--launcher", "local", "--nodes", "1"]
+            evidence["fleet_verify_nccl"] = run(envkit + verify + one, env, args.timeout + 120)
     finally:
         if cluster is not None:
             cluster.stop()

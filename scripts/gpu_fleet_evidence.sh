@@ -14,13 +14,16 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 mkdir -p docs/gpu-runs
-json=docs/gpu-runs/fleet-verify-nccl-h200x2.json
-log=docs/gpu-runs/fleet-verify-nccl-h200x2.log
+# GPUS=1 on a one-GPU host: both nodes verify GPU 0, --nccl on one node (files named ...-h200.*)
+GPUS=${GPUS:-2}
+tag=$([ "$GPUS" = 1 ] && echo h200 || echo h200x2)
+json=docs/gpu-runs/fleet-verify-nccl-$tag.json
+log=docs/gpu-runs/fleet-verify-nccl-$tag.log
 {
   echo "# $(date -u +%FT%TZ) $(uname -n): scripts/gpu_fleet_evidence.sh $*"
   nvidia-smi -L || true
   "$PYTHON" -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "gpus", torch.cuda.device_count())'
-  "$PYTHON" scripts/gpu_fleet_evidence.py --python "$(command -v "$PYTHON")" --out "$json" "$@"
+  "$PYTHON" scripts/gpu_fleet_evidence.py --python "$(command -v "$PYTHON")" --out "$json" --gpus "$GPUS" "$@"
   echo "exit code: $?"
 } 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}

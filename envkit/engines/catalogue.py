@@ -138,9 +138,10 @@ def obtain(flavor: str, *, mode: str = "auto", mirror: Mirror | None = None, mir
         fresh = read()
     except (CatalogueError, EnvkitError) as exc:
         _mark_failed(path, True)
+        why = exc.message if isinstance(exc, EnvkitError) else str(exc)  # the reason, not the error's fix line
         if cached is not None:
-            return Obtained(cached, f"{cached.describe()}; reading it again failed: {exc}")
-        return Obtained(None, f"static data (no catalogue available: {exc})")
+            return Obtained(cached, f"{cached.describe()}; reading it again failed: {why}")
+        return Obtained(None, f"static data (no catalogue available: {why})")
     save(path, fresh)
     _mark_failed(path, False)
     return Obtained(fresh, fresh.describe())

@@ -135,7 +135,12 @@ class RattlerEngine:
     """Solve and install with py-rattler; synchronous facade over its async API."""
 
     def __init__(self, settings: EngineSettings, progress: Progress | None = None) -> None:
-        import rattler  # noqa: F401 - fail early with a clear message if missing
+        try:
+            import rattler  # noqa: F401 - fail early with a clear message if missing
+        except ImportError as exc:  # envkit run from a checkout (PYTHONPATH) on a host without py-rattler
+            raise EngineError(f"the embedded engine needs py-rattler, which this Python cannot import ({exc})",
+                              "install envkit with its dependencies (./install.sh), or pick --engine conda|mamba|"
+                              "micromamba") from exc
 
         self.settings = settings
         self.progress = progress or Progress()

@@ -53,7 +53,9 @@ def relocated_env(install_root: Path) -> dict[str, str]:
     instead of installed: no root file system change on a host that only borrows it."""
     lib = install_root / "usr" / "lib" / "x86_64-linux-gnu"
     return {"PATH": f"{install_root / 'usr' / 'bin'}:{install_root / 'usr' / 'sbin'}:{os.environ.get('PATH', '')}",
+            # usrmerge-era debs (libdbus-1-3, needed by the cgroup/v2 plugin) install into /lib, not /usr/lib
             "LD_LIBRARY_PATH": ":".join(p for p in (str(lib), str(lib / "slurm-wlm"),
+                                                    str(install_root / "lib" / "x86_64-linux-gnu"),
                                                     os.environ.get("LD_LIBRARY_PATH", "")) if p)}
 
 
