@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from envkit.cli import cli
 from testbed.channel import PY, TestBed
 from testbed.server import ChannelServer
-from testbed.slurm import SlurmCluster, missing_reason
+from testbed.slurm import SlurmCluster, missing_reason, private_dirs_reason
 
 REASON = missing_reason()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=f"no local Slurm cluster: {REASON}")
@@ -273,3 +273,64 @@ def test_inside_an_allocation_the_jobs_nodes_are_used(slurm: SlurmCluster, tmp_p
     data = json.loads(out.read_text())
     assert [n["node"] for n in data["nodes"]] == ["n2", "n3"] and all(n["ok"] for n in data["nodes"])
     assert data["fleet"][0]["binding"] == ["n3"]
+
+
+DEAD_PROXY = {"http_proxy": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9",
+              "HTTP_PROXY": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9"}
+
+
+@pytest.mark.skipif(private_dirs_reason() is not None, reason=f"nodes cannot get private folders: "
+                    f"{private_dirs_reason()}")
+def test_fleet_create_stages_the_bundle_onto_nodes_without_its_filesystem(testbed: TestBed, tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bundle lives in a folder only the login node sees (each node has an empty tmpfs there) and each
+    node has its own node-local TMPDIR: fleet create stages the bundle onto every node, installs the same
+    records everywhere and leaves no staged copy behind."""
+    login = tmp_path / "login-only"
+    bundle = login / "bundle"
+    with ChannelServer(testbed.root) as srv:
+        result = CliRunner().invoke(cli, ["bundle", "dl", "--spec", "dl_train", "--cuda", "13.0", "--python", PY,
+                                          "--mirror", srv.url, "-o", str(bundle)])
+        assert result.exit_code == 0, result.output
+    local = {n: tmp_path / f"{n}-local" for n in ("s1", "s2")}
+    for folder in local.values():
+        folder.mkdir()
+    env = {n: {**DEAD_PROXY, "TMPDIR": str(local[n])} for n in local}
+    with SlurmCluster(tmp_path / "slurm", nodes=("s1", "s2"), node_env=env, private_dirs=(login,)) as c:
+        monkeypatch.setenv("SLURM_CONF", str(c.conf))
+        for name in ("SLURM_JOB_ID", "SLURM_JOB_NODELIST"):
+            monkeypatch.delenv(name, raising=False)
+        # the nodes really cannot see it: without staging both fail on the missing bundle
+        code, data = fleet_json("create", "dl", "--bundle", str(bundle), "--prefix", f"{tmp_path}/{{node}}/dl",
+                                "--stage-bundle", "never")
+        assert code == 1 and not any(n["ok"] for n in data["nodes"]), data
+        assert all(str(bundle) in n["error"] for n in data["nodes"]), data["nodes"]
+        assert not (tmp_path / "s1" / "dl").exists()
+        code, data = fleet_json("create", "dl", "--bundle", str(bundle), "--prefix", f"{tmp_path}/{{node}}/dl")
+    assert code == 0, data
+    assert data["ok"] and data["identical"] and data["staged"] == ["s1", "s2"]
+    assert all(n["staged"] and n["ok"] for n in data["nodes"])
+    assert records(tmp_path / "s1" / "dl") == records(tmp_path / "s2" / "dl") != set()
+    assert "tar" in data["phases_s"]
+    # each node unpacked into its own TMPDIR and removed the staged copy afterwards
+    assert [list(folder.iterdir()) for folder in local.values()] == [[], []]
+
+
+def test_stage_bundle_always_on_a_shared_folder(slurm: SlurmCluster, testbed: TestBed, tmp_path: Path) -> None:
+    """--stage-bundle always stages even where the folder is shared (e.g. a slow NFS), into --stage-dir
+    with {node}; a shared folder with auto stages nothing."""
+    bundle = tmp_path / "bundle"
+    with ChannelServer(testbed.root) as srv:
+        result = CliRunner().invoke(cli, ["bundle", "mini", "--spec", "minimal", "--cuda", "13.0", "--python", PY,
+                                          "--mirror", srv.url, "-o", str(bundle)])
+        assert result.exit_code == 0, result.output
+    slurm.write_node_env({n: dict(DEAD_PROXY) for n in slurm.nodes})
+    code, data = fleet_json("create", "mini", "--bundle", str(bundle), "--prefix", f"{tmp_path}/{{node}}/mini",
+                            "--nodelist", "n[1-2]", "--stage-bundle", "always", "--stage-dir",
+                            f"{tmp_path}/stage/{{node}}")
+    assert code == 0 and data["staged"] == ["n1", "n2"], data
+    assert sorted(p.name for p in (tmp_path / "stage").iterdir()) == ["n1", "n2"]
+    assert not [p for p in (tmp_path / "stage").rglob("*") if p.is_file()]  # staged copies removed
+    code, data = fleet_json("create", "mini2", "--bundle", str(bundle), "--prefix", f"{tmp_path}/{{node}}/mini2",
+                            "--nodelist", "n[3-4]")
+    assert code == 0 and data["staged"] == [] and data["identical"], data
