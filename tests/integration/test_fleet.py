@@ -16,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from envkit.cli import cli
+from helpers import run_cli
 from testbed.channel import PY, TestBed
 from testbed.server import ChannelServer
 from testbed.slurm import SlurmCluster, missing_reason, private_dirs_reason
@@ -334,3 +335,34 @@ def test_stage_bundle_always_on_a_shared_folder(slurm: SlurmCluster, testbed: Te
     code, data = fleet_json("create", "mini2", "--bundle", str(bundle), "--prefix", f"{tmp_path}/{{node}}/mini2",
                             "--nodelist", "n[3-4]")
     assert code == 0 and data["staged"] == [] and data["identical"], data
+
+
+def test_fleet_create_per_partition(slurm: SlurmCluster, testbed: TestBed, tmp_path: Path,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """One build per partition: old (n1, CUDA 12.2 driver, V100s) and new (n2-n4, CUDA 13.0 drivers here):
+    detected once, solved and bundled once per partition, each partition installed from its own bundle."""
+    slurm.write_node_env(HETERO | {"n3": HETERO["n2"]})
+    with ChannelServer(testbed.root) as srv:
+        code, data = fleet_json("create", "pp", "--spec", "minimal", "--python", PY, "--mirror", srv.url,
+                                "--per-partition", "-p", "old,new", "--prefix", f"{tmp_path}/{{partition}}/{{node}}",
+                                "--bundle-dir", str(tmp_path / "bundles"))
+    assert code == 0, data
+    parts = {p["partition"]: p for p in data["partitions"]}
+    assert sorted(parts) == ["new", "old"] and data["ok"]
+    assert parts["old"]["fleet"]["cuda"] == "12.2" and parts["old"]["fleet"]["binding"] == ["n1"]
+    assert parts["new"]["fleet"]["cuda"] == "13.0"
+    assert [n["node"] for n in parts["old"]["nodes"]] == ["n1"]
+    assert [n["node"] for n in parts["new"]["nodes"]] == ["n2", "n3", "n4"]
+    for name, part in parts.items():
+        assert part["bundle"] == str(tmp_path / "bundles" / name) and part["identical"]
+    manifests = {name: json.loads((tmp_path / "bundles" / name / "bundle.json").read_text()) for name in parts}
+    # old: CUDA 12.9 through minor version compatibility on its 535 driver; new: CUDA 13.0
+    assert [manifests[p]["selection"]["cuda"] for p in ("old", "new")] == ["12.9", "13.0"]
+    new = [records(tmp_path / "new" / n) for n in ("n2", "n3", "n4")]
+    assert new[0] and new[0] == new[1] == new[2]
+    old = records(tmp_path / "old" / "n1")
+    assert any(r.startswith("pytorch-2.13.0-cuda129") for r in old)
+    assert any(r.startswith("pytorch-2.13.0-cuda130") for r in new[0])
+
+    code, _out, err = run_cli(capsys, "fleet", "create", "pp", "--per-partition", "-p", "old,new")
+    assert code == 2 and "one shared prefix cannot hold them" in err and "{partition}" in err
