@@ -366,3 +366,32 @@ def test_fleet_create_per_partition(slurm: SlurmCluster, testbed: TestBed, tmp_p
 
     code, _out, err = run_cli(capsys, "fleet", "create", "pp", "--per-partition", "-p", "old,new")
     assert code == 2 and "one shared prefix cannot hold them" in err and "{partition}" in err
+
+
+def test_inside_an_allocation_a_timed_out_step_is_cancelled(slurm: SlurmCluster, tmp_path: Path) -> None:
+    """Inside a job a slow node's srun is a step of that job: it is cancelled by its unique name
+    (squeue --steps), the job itself keeps running; without that the step would hold on for 60 s."""
+    import subprocess
+    import sys
+
+    slurm.set_delay("n3", 60)
+    out, steps = tmp_path / "detect.json", tmp_path / "steps.txt"
+    script = tmp_path / "job.sh"
+    script.write_text(
+        f"#!/bin/sh\n#SBATCH --nodes=2\n#SBATCH --nodelist=n2,n3\n"
+        f"{sys.executable} -m envkit fleet detect --json --timeout 5 > {out}\n"
+        # the step must be gone within a few seconds (cancelled), not after the node's 60 s
+        f"for i in 1 2 3 4 5 6 7 8 9 10; do squeue -h -s -j $SLURM_JOB_ID -o '%i %j' | grep envkit-fleet "
+        f"> {steps} || break; sleep 0.5; done\n"
+        "echo job-still-running\n")
+    done = subprocess.run(["sbatch", "--wait", "--output", str(tmp_path / "job.log"), str(script)],
+                          env=slurm.env(), capture_output=True, text=True, timeout=120)
+    log = (tmp_path / "job.log").read_text()
+    assert done.returncode == 0, done.stderr + log
+    data = json.loads(out.read_text())
+    rows = {n["node"]: n for n in data["nodes"]}
+    assert rows["n2"]["ok"]
+    assert "no answer within 5 s" in rows["n3"]["error"] and "its step" in rows["n3"]["error"], rows["n3"]
+    assert "cancelled" in rows["n3"]["error"]
+    assert steps.read_text().strip() == "", steps.read_text()
+    assert "job-still-running" in log
