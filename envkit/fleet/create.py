@@ -348,8 +348,8 @@ def fleet_create_per_partition(launcher: Launcher, name: str, *, bundle_dir: Pat
         phases = {"detect+select": detect_s}
         if fleet.selection is None:
             why = f"no build for partition {partition}: {fleet.error or '?'}"
-            rows = tuple(NodeCreate(s.name, False, None, error=why, phase="select") for s in members)
-            results.append(FleetCreate(name, rows, "", True, 0.0, phases, fleet, partition))
+            none = tuple(NodeCreate(s.name, False, None, error=why, phase="select") for s in members)
+            results.append(FleetCreate(name, none, "", True, 0.0, phases, fleet, partition))
             continue
         _say_build(step, fleet)
         t1 = time.perf_counter()
