@@ -241,12 +241,19 @@ def verify_cmd(name: str | None, prefix: str | None, python_exe: str | None, all
               help="Env path on each node; {node} makes it node-local (e.g. /scratch/{node}/envs/NAME). "
               "Without {node}: one shared prefix, created once and checked from every node.")
 @click.option("--force", is_flag=True, help="Replace existing envs (each old one survives a failed rebuild).")
+@click.option("--stage-bundle", "stage", type=click.Choice(["auto", "always", "never"]), default="auto",
+              show_default=True, help="Copy the bundle onto nodes that do not share its folder (through srun's "
+              "stdin, unpacked under --stage-dir, removed after): auto = only nodes that cannot read it.")
+@click.option("--stage-dir", default=None, metavar="DIR",
+              help="Node-local folder for a staged bundle ({node} allowed; default: the node's $TMPDIR, else /tmp).")
+@click.option("--per-partition", is_flag=True, help="One build per partition (solve, bundle and install each "
+              "partition's nodes from its own bundle) when one build cannot fit all.")
 @click.option("--quiet", "-q", is_flag=True, help="No live progress table.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable summary.")
 @build_options
 @fleet_options
 def create_cmd(name: str, bundle_dir: str | None, bundle_out: str | None, prefix_template: str | None, force: bool,
-               quiet: bool, as_json: bool, spec: str | None, env_file: str | None, no_adapt: bool, cuda: str | None,
+               stage: str, stage_dir: str | None, per_partition: bool, quiet: bool, as_json: bool, spec: str | None, env_file: str | None, no_adapt: bool, cuda: str | None,
                torch_spec: str | None, python: str | None, flavor: str | None, mirror: str | None,
                channels: tuple[str, ...], launcher: str,
                partition: str | None, count: int | None, nodelist: str | None, exclude: tuple[str, ...],
@@ -258,8 +265,8 @@ def create_cmd(name: str, bundle_dir: str | None, bundle_out: str | None, prefix
 
     from envkit import output
     from envkit.bundle import bundle_from_spec
-    from envkit.errors import ExitCode
-    from envkit.fleet.create import CREATE_TIMEOUT, fleet_create
+    from envkit.errors import ExitCode, UsageError
+    from envkit.fleet.create import CREATE_TIMEOUT, fleet_create, fleet_create_per_partition
     from envkit.fleet.select import request_for_fleet
     from envkit.locations import check_name, default_prefix
 
@@ -270,7 +277,15 @@ def create_cmd(name: str, bundle_dir: str | None, bundle_out: str | None, prefix
         default_prefix(name).parent / ".envkit-bundles" / f"{name}-{time.strftime('%Y%m%dT%H%M%S')}")
     quiet = quiet or as_json
 
-    def make_bundle(fleet: Any) -> Any:
+    if per_partition and (bundle_dir or (env_file and no_adapt)):
+        raise UsageError("--per-partition solves once per partition: it cannot take --bundle or --file --no-adapt",
+                         f"envkit fleet create {name} --per-partition --prefix '/scratch/{{node}}/envs/{name}'")
+    if per_partition and not (prefix_template and ("{node}" in prefix_template or "{partition}" in prefix_template)):
+        raise UsageError("--per-partition installs a different build per partition: one shared prefix cannot "
+                         "hold them", f"give --prefix with {{node}} or {{partition}}, e.g. --prefix "
+                         f"'/shared/envs/{{partition}}/{name}'")
+
+    def make_bundle(fleet: Any, out: Path) -> Any:
         if fleet is None:  # --file --no-adapt: taken literally, for whatever machine
             opts = _create_options(name, spec, request, flavor is not None, mirror, channels, env_file=env_file,
                                    no_adapt=no_adapt)
@@ -281,16 +296,27 @@ def create_cmd(name: str, bundle_dir: str | None, bundle_out: str | None, prefix
 
     table = LiveNodes(quiet)
     with table:
-        result = fleet_create(runner, name, bundle_dir=Path(bundle_dir) if bundle_dir else out,
-                              make_bundle=None if bundle_dir else make_bundle, request=request,
-                              prefix_template=prefix_template, force=force, timeout=timeout or CREATE_TIMEOUT,
-                              select=not (env_file and no_adapt), on_step=None if quiet else table.note,
-                              on_event=table.event)
+        if per_partition:
+            results = fleet_create_per_partition(runner, name, bundle_dir=out, make_bundle=make_bundle,
+                                                 request=request, prefix_template=prefix_template, force=force,
+                                                 timeout=timeout or CREATE_TIMEOUT, stage=stage, stage_dir=stage_dir,
+                                                 on_step=None if quiet else table.note, on_event=table.event)
+        else:
+            results = [fleet_create(runner, name, bundle_dir=Path(bundle_dir) if bundle_dir else out,
+                                    make_bundle=None if bundle_dir else make_bundle, request=request,
+                                    prefix_template=prefix_template, force=force, timeout=timeout or CREATE_TIMEOUT,
+                                    select=not (env_file and no_adapt), stage=stage, stage_dir=stage_dir,
+                                    on_step=None if quiet else table.note, on_event=table.event)]
     if as_json:
-        output.plain(output.dump_json(result.to_json()))
+        if per_partition:
+            output.plain(output.dump_json({"name": name, "ok": all(r.ok for r in results),
+                                           "partitions": [r.to_json() for r in results]}))
+        else:
+            output.plain(output.dump_json(results[0].to_json()))
     else:
-        print_fleet_create(result)
-    if not result.ok:
+        for result in results:
+            print_fleet_create(result)
+    if not all(r.ok for r in results):
         raise SystemExit(int(ExitCode.ERROR))
 
 
@@ -479,7 +505,16 @@ def print_fleet_create(result: Any) -> None:
     ok = [n for n in result.nodes if n.ok]
     where = "one shared prefix" if result.shared else "node-local prefixes"
     same = "identical on every node" if result.identical else f"[bold red]NOT identical ({len(digests)} variants)[/]"
-    con.print(f"{len(ok)} of {len(result.nodes)} node(s) ok ({where}); records {same}; bundle {esc(result.bundle)}; "
+    part = f"partition {esc(result.partition)}: " if result.partition else ""
+    staged = [n.node for n in result.nodes if n.staged]
+    if staged:
+        where += f"; bundle staged onto {', '.join(staged)}"
+    if result.partition and result.fleet is not None and result.fleet.selection is None:
+        con.print(f"[bold red]partition {esc(result.partition)}: no build[/] {esc(result.fleet.error or '')}")
+        if result.fleet.hint:
+            con.print(f"[bold]fix:[/] {esc(result.fleet.hint)}")
+        return
+    con.print(f"{part}{len(ok)} of {len(result.nodes)} node(s) ok ({where}); records {same}; bundle {esc(result.bundle)}; "
               f"{result.seconds:.1f} s (" + ", ".join(f"{k} {v:.1f} s" for k, v in result.phases.items()) + ")")
     for n in result.failed:
         con.print(f"[red]{esc(n.node)}[/]: {esc(n.error or '?')} (nothing half-made is left there)")

@@ -12,6 +12,7 @@ import signal
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 log = logging.getLogger("envkit.proc")
 
@@ -49,7 +50,7 @@ def child_env(extra: Mapping[str, str] | None = None, *, isolate_python: bool = 
 
 def run(argv: Sequence[str], *, timeout: float | None = 60.0, env: Mapping[str, str] | None = None,
         cwd: str | None = None, input_text: str | None = None,
-        on_line: Callable[[str], None] | None = None) -> Completed:
+        on_line: Callable[[str], None] | None = None, stdin_file: str | None = None) -> Completed:
     """Run `argv`; on timeout kill the whole process group (children included) and say so.
 
     Raises FileNotFoundError when the program does not exist (callers turn that into an EnvkitError).
@@ -57,9 +58,17 @@ def run(argv: Sequence[str], *, timeout: float | None = 60.0, env: Mapping[str, 
     """
     argv = tuple(str(a) for a in argv)
     log.debug("run: %s", shlex.join(argv))
+    if stdin_file is not None:  # a (large, binary) file as stdin: the child reads it straight from disk
+        with open(stdin_file, "rb") as handle:
+            return _run(argv, timeout, env, cwd, None, on_line, handle)
+    return _run(argv, timeout, env, cwd, input_text, on_line, None)
+
+
+def _run(argv: tuple[str, ...], timeout: float | None, env: Mapping[str, str] | None, cwd: str | None,
+         input_text: str | None, on_line: Callable[[str], None] | None, stdin: Any) -> Completed:
     proc = subprocess.Popen(  # noqa: S603 - argv list, never a shell
         argv,
-        stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
+        stdin=stdin if stdin is not None else subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT if on_line else subprocess.PIPE,
         env=dict(env) if env is not None else None,

@@ -8,6 +8,8 @@
    - 4 independent creates, one per node in parallel, each solving and downloading on its own;
    - `envkit fleet create` from one bundle: detect, select, solve once, bundle, install on 4 nodes
      (node-local prefixes), check the records everywhere. Target <= 1.5x one single create;
+   - the same with the bundle staged onto every node (--stage-bundle always: tar once, each node's srun
+     carries it on stdin, unpacked node-locally, removed after), as for nodes without the shared folder;
    - the same on 1 node: what one node's share costs when it has its own CPUs (on this 2-core box the
      4 simulated nodes share 2 cores, so their installs cannot run truly in parallel);
    - the same with one shared prefix (created once, checked from every node).
@@ -106,6 +108,12 @@ def main() -> int:
                           "--prefix", str(work / "fleet" / str(i) / "{node}"),
                           "--bundle-dir", str(work / "bundles" / f"f{i}")], base), i)
 
+            fresh_caches(f"staged{i}")
+            record("fleet create, 4 staged", timed(
+                envkit + ["fleet", "create", f"g{i}", "--file", str(envfile), "--no-adapt", "--json",
+                          "--stage-bundle", "always", "--prefix", str(work / "staged" / str(i) / "{node}"),
+                          "--bundle-dir", str(work / "bundles" / f"g{i}")], base), i)
+
             fresh_caches(f"one{i}")
             record("fleet create, 1 node", timed(
                 envkit + ["fleet", "create", f"o{i}", "--file", str(envfile), "--no-adapt", "--json", "--nodes", "1",
@@ -117,7 +125,7 @@ def main() -> int:
                 envkit + ["fleet", "create", f"h{i}", "--file", str(envfile), "--no-adapt", "--json",
                           "--prefix", str(work / "shared" / str(i)),
                           "--bundle-dir", str(work / "bundles" / f"h{i}")], base), i)
-            for folder in ("single", "indep", "fleet", "fleet1", "shared", "caches", "bundles"):
+            for folder in ("single", "indep", "fleet", "staged", "fleet1", "shared", "caches", "bundles"):
                 shutil.rmtree(work / folder, ignore_errors=True)
 
     single = statistics.median(results["one create (1 node)"])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -28,6 +29,32 @@ _CHECK = ("import json, os, sys; m = os.path.join(sys.prefix, 'conda-meta'); "
           "if f.endswith('.json'))}))")
 _CREATE_THEN_CHECK = 'py="$1"; check="$2"; shift 2; "$@" || exit $?; exec "$py" -I -c "$check"'
 
+# Nodes without the bundle's filesystem. `--stage-bundle auto` first asks each node to install from the
+# bundle's own path and only nodes that cannot read its manifest there answer with this marker (no extra
+# round trip where the folder is shared); those then get the bundle staged.
+NO_BUNDLE = "@@ENVKIT-NO-BUNDLE@@"
+NO_BUNDLE_RC = 86
+_PROBE = (f'b="$1"; shift; if [ ! -r "$b/bundle.json" ]; then echo "{NO_BUNDLE}"; exit {NO_BUNDLE_RC}; fi; '
+          'exec "$@"')
+# Staging: the login node tars the bundle once and each node's own srun carries it on stdin (srun forwards
+# its stdin to the task: srun(1) "IO Redirection"); the node unpacks it into a fresh folder under its
+# node-local DIR ($TMPDIR, else /tmp), installs from there (envkit create --bundle checks every sha256 of
+# the manifest on the node before installing) and removes the staged copy whatever the outcome.
+# Slurm's sbcast is not used: it works only inside a job allocation ("sbcast is used to transmit a file
+# to all nodes allocated to the currently active Slurm job. This command should only be executed from
+# within a Slurm batch job or within the shell spawned after a Slurm job's resource allocation",
+# sbcast(1)), so outside one envkit would have to hold an allocation of its own; and it writes one DEST
+# path on every node, which collides where several slurmd share one host (the local test cluster). The
+# stdin pull works inside and outside an allocation, through the same one srun per node.
+STAGED = "@@ENVKIT-STAGED-BUNDLE@@"
+_STAGE = ('base="$1"; shift; [ -n "$base" ] || base="${TMPDIR:-/tmp}"; '
+          'mkdir -p "$base" && d=$(mktemp -d "$base/envkit-bundle.XXXXXX") || exit 1; '
+          "trap 'rm -rf \"$d\"' EXIT; trap 'exit 143' HUP INT TERM; "
+          'tar -x -f - -C "$d" || { echo "error: could not unpack the staged bundle into $d" >&2; exit 1; }; '
+          f'for a; do shift; [ "$a" = "{STAGED}" ] && a="$d"; set -- "$@" "$a"; done; '
+          '"$@"')
+STAGE_MODES = ("auto", "always", "never")
+
 
 @dataclass(frozen=True)
 class NodeCreate:
@@ -39,6 +66,7 @@ class NodeCreate:
     seconds: float = 0.0
     error: str | None = None
     phase: str = "install"  # install | check | select
+    staged: bool = False  # installed from a copy of the bundle staged on the node
 
 
 @dataclass(frozen=True)
@@ -50,6 +78,7 @@ class FleetCreate:
     seconds: float
     phases: dict[str, float] = field(default_factory=dict)
     fleet: Any = None  # FleetSelection when this run selected (not when given a bundle)
+    partition: str | None = None  # --per-partition: the partition this build is for
 
     @property
     def failed(self) -> tuple[NodeCreate, ...]:
@@ -67,9 +96,11 @@ class FleetCreate:
         return {"name": self.name, "ok": self.ok, "identical": self.identical, "bundle": self.bundle,
                 "shared_prefix": self.shared, "seconds": round(self.seconds, 3),
                 "phases_s": {k: round(v, 3) for k, v in self.phases.items()},
-                "fleet": self.fleet.to_json() if self.fleet is not None else None,
+                "fleet": self.fleet.to_json() if self.fleet is not None else None, "partition": self.partition,
+                "staged": [n.node for n in self.nodes if n.staged],
                 "nodes": [{"node": n.node, "ok": n.ok, "prefix": n.prefix, "packages": n.packages,
-                           "digest": n.digest, "seconds": round(n.seconds, 3), "error": n.error, "phase": n.phase}
+                           "digest": n.digest, "seconds": round(n.seconds, 3), "error": n.error, "phase": n.phase,
+                           "staged": n.staged}
                           for n in self.nodes]}
 
 
@@ -98,24 +129,44 @@ def _check(run: NodeRun) -> tuple[str | None, int | None, str | None]:
     return hashlib.sha256("\n".join(records).encode()).hexdigest(), len(records), None
 
 
+def tar_bundle(bundle_dir: Path, dest: Path) -> Path:
+    """The bundle as one uncompressed tar (its archives are compressed already), made once for every node."""
+    import tarfile
+
+    out = dest / "bundle.tar"
+    with tarfile.open(out, "w") as tar:
+        for item in sorted(bundle_dir.iterdir()):
+            tar.add(item, arcname=item.name)
+    return out
+
+
+def _needs_bundle(run: NodeRun) -> bool:
+    return run.error is None and run.returncode == NO_BUNDLE_RC and NO_BUNDLE in run.stdout
+
+
 def install_everywhere(launcher: Launcher, nodes: Sequence[NodeSlot], name: str, bundle_dir: Path, *,
                        prefix_template: str | None = None, force: bool = False, timeout: float = CREATE_TIMEOUT,
+                       stage: str = "auto", stage_dir: str | None = None,
                        on_event: Callable[[str, str, NodeRun | None], None] | None = None
                        ) -> tuple[list[NodeCreate], bool, dict[str, float]]:
-    """`envkit create NAME --bundle DIR` on each node (or once, for a shared prefix), then a check everywhere."""
+    """`envkit create NAME --bundle DIR` on each node (or once, for a shared prefix), then a check everywhere.
+    `stage`: auto (stage the bundle onto the nodes that cannot read it at its path), always, never."""
+    import tempfile
+
     from envkit.locations import default_prefix
 
     shared = prefix_template is None or "{node}" not in prefix_template
     phases: dict[str, float] = {}
 
     shared_prefix = prefix_template or str(default_prefix(name))
+    bundle_path = str(bundle_dir.absolute())
 
     def python_on(node: NodeSlot) -> str:
         return str(Path(prefix_for(prefix_template, name, node.name) or shared_prefix) / "bin" / "python")
 
-    def create_argv(node: NodeSlot) -> list[str]:
+    def create_argv(node: NodeSlot, where: str = bundle_path) -> list[str]:
         """create, then (same srun, no second round trip) the record check with the new env's python."""
-        argv = [*envkit_argv(), "create", name, "--bundle", str(bundle_dir.absolute()), "--no-verify", "--quiet"]
+        argv = [*envkit_argv(), "create", name, "--bundle", where, "--no-verify", "--quiet"]
         prefix = prefix_for(prefix_template, name, node.name)
         if prefix:
             argv += ["--prefix", prefix]
@@ -123,34 +174,71 @@ def install_everywhere(launcher: Launcher, nodes: Sequence[NodeSlot], name: str,
             argv.append("--force")
         return ["sh", "-c", _CREATE_THEN_CHECK, "envkit-fleet-create", python_on(node), _CHECK, *argv]
 
+    def probe_argv(node: NodeSlot) -> list[str]:
+        return ["sh", "-c", _PROBE, "envkit-fleet-probe", bundle_path, *create_argv(node)]
+
+    def staged_argv(node: NodeSlot) -> list[str]:
+        base = (stage_dir or "").replace("{node}", node.name)
+        return ["sh", "-c", _STAGE, "envkit-fleet-stage", base, *create_argv(node, STAGED)]
+
+    staged: set[str] = set()
+    workdir: list[Path] = []
+
+    def install(targets: Sequence[NodeSlot]) -> list[NodeRun]:
+        if stage == "never":
+            return run_all(launcher, targets, create_argv, timeout=timeout, on_event=on_event)
+        if stage == "auto":
+            def quiet(node: str, what: str, run: NodeRun | None) -> None:
+                if on_event and not (run is not None and _needs_bundle(run)):
+                    on_event(node, what, run)
+
+            runs = run_all(launcher, targets, probe_argv, timeout=timeout, on_event=quiet)
+            missing = {r.node for r in runs if _needs_bundle(r)}
+        else:
+            runs, missing = [], {n.name for n in targets}
+        if not missing:
+            return runs
+        t0 = time.perf_counter()
+        if not workdir:
+            workdir.append(Path(tempfile.mkdtemp(prefix="envkit-stage-")))
+            tar_bundle(bundle_dir, workdir[0])
+        phases["tar"] = time.perf_counter() - t0
+        staged.update(missing)
+        again = run_all(launcher, [n for n in targets if n.name in missing], staged_argv, timeout=timeout,
+                        on_event=on_event, stdin=str(workdir[0] / "bundle.tar"))
+        by_node = {r.node: r for r in again}
+        return [by_node.get(r.node, r) for r in runs] if runs else again
+
     usable = [n for n in nodes if n.usable]
     start = time.perf_counter()
     results: dict[str, NodeCreate] = {n.name: NodeCreate(n.name, False, None, error=n.reason, phase="select")
                                       for n in nodes if not n.usable}
+    try:
+        runs = install(usable[:1] if shared else usable)
+    finally:
+        for folder in workdir:
+            shutil.rmtree(folder, ignore_errors=True)
+    phases["install"] = time.perf_counter() - start
     if shared:
-        first = usable[:1]
-        runs = run_all(launcher, first, create_argv, timeout=timeout, on_event=on_event)
         failed_first = [r for r in runs if not r.ok]
         for run in failed_first:
-            results[run.node] = NodeCreate(run.node, False, prefix_template, seconds=run.seconds, error=_error_of(run))
+            results[run.node] = NodeCreate(run.node, False, prefix_template, seconds=run.seconds, error=_error_of(run),
+                                           staged=run.node in staged)
         if failed_first:
             for node in usable[1:]:
                 results[node.name] = NodeCreate(node.name, False, prefix_template,
                                                 error=f"not checked: the shared prefix was not created on "
                                                       f"{failed_first[0].node}", phase="check")
-            phases["install"] = time.perf_counter() - start
             return [results[n.name] for n in nodes], shared, phases
-    else:
-        runs = run_all(launcher, usable, create_argv, timeout=timeout, on_event=on_event)
-    phases["install"] = time.perf_counter() - start
     for run in runs:
         where = prefix_for(prefix_template, name, run.node) or shared_prefix
         if not run.ok:
-            results[run.node] = NodeCreate(run.node, False, where, seconds=run.seconds, error=_error_of(run))
+            results[run.node] = NodeCreate(run.node, False, where, seconds=run.seconds, error=_error_of(run),
+                                           staged=run.node in staged)
             continue
         digest, count, error = _check(run)
         results[run.node] = NodeCreate(run.node, error is None, where, count, digest, run.seconds, error,
-                                       "check" if error else "done")
+                                       "check" if error else "done", run.node in staged)
     start = time.perf_counter()
     to_check = [n for n in usable if n.name not in results]  # a shared prefix: the nodes that did not create it
 
@@ -165,13 +253,15 @@ def install_everywhere(launcher: Launcher, nodes: Sequence[NodeSlot], name: str,
     return [results[n.name] for n in nodes], shared, phases
 
 
-def fleet_create(launcher: Launcher, name: str, *, bundle_dir: Path, make_bundle: Callable[[Any], Any] | None,
-                 request: Any = None, prefix_template: str | None = None, force: bool = False,
-                 timeout: float = CREATE_TIMEOUT, select: bool = True, on_step: Callable[[str], None] | None = None,
+def fleet_create(launcher: Launcher, name: str, *, bundle_dir: Path,
+                 make_bundle: Callable[[Any, Path], Any] | None, request: Any = None,
+                 prefix_template: str | None = None, force: bool = False, timeout: float = CREATE_TIMEOUT,
+                 select: bool = True, stage: str = "auto", stage_dir: str | None = None,
+                 on_step: Callable[[str], None] | None = None,
                  on_event: Callable[[str, str, NodeRun | None], None] | None = None) -> FleetCreate:
-    """With `make_bundle` (FleetSelection -> Bundle): inventory, select, solve once, bundle (`select=False`: a
-    file taken literally has nothing to select); else install the existing bundle at `bundle_dir`. Then
-    install everywhere."""
+    """With `make_bundle` ((FleetSelection, folder) -> Bundle): inventory, select, solve once, bundle
+    (`select=False`: a file taken literally has nothing to select); else install the existing bundle at
+    `bundle_dir`. Then install everywhere."""
     from envkit.bundle import load_bundle
 
     step = on_step or (lambda _t: None)
@@ -182,7 +272,7 @@ def fleet_create(launcher: Launcher, name: str, *, bundle_dir: Path, make_bundle
     if make_bundle is not None and not select:
         step("the file is taken as is (--no-adapt): nothing to select, solving once")
         t0 = time.perf_counter()
-        bundle = make_bundle(None)
+        bundle = make_bundle(None, bundle_dir)
         phases["solve+bundle"] = time.perf_counter() - t0
     elif make_bundle is not None:
         from envkit.fleet.inventory import inventory
@@ -195,16 +285,10 @@ def fleet_create(launcher: Launcher, name: str, *, bundle_dir: Path, make_bundle
         phases["detect+select"] = time.perf_counter() - t0
         if fleet.selection is None:
             raise EnvkitError(fleet.error or "no build fits the fleet", fleet.hint)
-        sel = fleet.selection
-        step(f"fleet build: torch {sel.torch} " + (f"CUDA {sel.cuda}" if sel.cuda else "CPU") +
-             f", python {sel.python} ({fleet.reasons[0] if fleet.reasons else ''})")
-        answered = {n.node for n in inv.nodes if n.ok}
-        unreachable = {n.node: n.error for n in inv.nodes if not n.ok}
-        slots = [s if s.name in answered else NodeSlot(s.name, s.partition, s.state,
-                                                       f"detect failed: {unreachable.get(s.name) or s.reason}")
-                 for s in slots]
+        _say_build(step, fleet)
+        slots = _mark_unreachable(slots, inv)
         t0 = time.perf_counter()
-        bundle = make_bundle(fleet)
+        bundle = make_bundle(fleet, bundle_dir)
         phases["solve+bundle"] = time.perf_counter() - t0
     else:
         t0 = time.perf_counter()
@@ -213,6 +297,71 @@ def fleet_create(launcher: Launcher, name: str, *, bundle_dir: Path, make_bundle
     step(f"installing on {sum(s.usable for s in slots)} node(s) from {bundle.root}")
     rows, shared, install_phases = install_everywhere(launcher, slots, name, bundle.root,
                                                       prefix_template=prefix_template, force=force, timeout=timeout,
-                                                      on_event=on_event)
+                                                      stage=stage, stage_dir=stage_dir, on_event=on_event)
     phases.update(install_phases)
     return FleetCreate(name, tuple(rows), str(bundle.root), shared, time.perf_counter() - start, phases, fleet)
+
+
+def _say_build(step: Callable[[str], None], fleet: Any) -> None:
+    sel = fleet.selection
+    where = f"partition {fleet.partition}: " if fleet.partition else ""
+    step(f"{where}fleet build: torch {sel.torch} " + (f"CUDA {sel.cuda}" if sel.cuda else "CPU") +
+         f", python {sel.python} ({fleet.reasons[0] if fleet.reasons else ''})")
+
+
+def _mark_unreachable(slots: Sequence[NodeSlot], inv: Any) -> list[NodeSlot]:
+    """Nodes whose detect failed take no part: they become failed rows with detect's reason."""
+    answered = {n.node for n in inv.nodes if n.ok}
+    unreachable = {n.node: n.error for n in inv.nodes if not n.ok}
+    return [s if s.name in answered else NodeSlot(s.name, s.partition, s.state,
+                                                  f"detect failed: {unreachable.get(s.name) or s.reason}")
+            for s in slots]
+
+
+def fleet_create_per_partition(launcher: Launcher, name: str, *, bundle_dir: Path,
+                               make_bundle: Callable[[Any, Path], Any], request: Any = None,
+                               prefix_template: str | None = None, force: bool = False,
+                               timeout: float = CREATE_TIMEOUT, stage: str = "auto", stage_dir: str | None = None,
+                               on_step: Callable[[str], None] | None = None,
+                               on_event: Callable[[str, str, NodeRun | None], None] | None = None
+                               ) -> list[FleetCreate]:
+    """One build per partition (when one build cannot fit all): detect every node once, select per
+    partition, solve and bundle once per partition (bundle_dir/<partition>), install each partition's
+    nodes from its own bundle. A partition without a build is a result whose nodes all failed with its
+    reason; the others still install."""
+    from envkit.fleet.inventory import inventory
+    from envkit.fleet.select import select_per_partition
+
+    step = on_step or (lambda _t: None)
+    slots = launcher.nodes()
+    step(f"detecting {len(slots)} node(s)")
+    t0 = time.perf_counter()
+    inv = inventory(launcher, request)
+    fleets = select_per_partition(inv.nodes, request)
+    detect_s = time.perf_counter() - t0
+    slots = _mark_unreachable(slots, inv)
+    results: list[FleetCreate] = []
+    for fleet in fleets:
+        start = time.perf_counter()
+        partition = fleet.partition or "(none)"
+        members = [s for s in slots if (s.partition or "(none)") == partition]
+        phases = {"detect+select": detect_s}
+        if fleet.selection is None:
+            why = f"no build for partition {partition}: {fleet.error or '?'}"
+            none = tuple(NodeCreate(s.name, False, None, error=why, phase="select") for s in members)
+            results.append(FleetCreate(name, none, "", True, 0.0, phases, fleet, partition))
+            continue
+        _say_build(step, fleet)
+        t1 = time.perf_counter()
+        bundle = make_bundle(fleet, bundle_dir / partition)
+        phases["solve+bundle"] = time.perf_counter() - t1
+        step(f"partition {partition}: installing on {sum(s.usable for s in members)} node(s) from {bundle.root}")
+        template = prefix_template.replace("{partition}", partition) if prefix_template else None
+        rows, shared, install_phases = install_everywhere(launcher, members, name, bundle.root,
+                                                          prefix_template=template, force=force,
+                                                          timeout=timeout, stage=stage, stage_dir=stage_dir,
+                                                          on_event=on_event)
+        phases.update(install_phases)
+        results.append(FleetCreate(name, tuple(rows), str(bundle.root), shared,
+                                   time.perf_counter() - start + detect_s, phases, fleet, partition))
+    return results

@@ -112,7 +112,7 @@ class Launcher(Protocol):
     def nodes(self) -> list[NodeSlot]: ...
 
     def run(self, node: NodeSlot, argv: Sequence[str], *, timeout: float,
-            env: Mapping[str, str] | None = None) -> NodeRun: ...
+            env: Mapping[str, str] | None = None, stdin: str | None = None) -> NodeRun: ...
 
     def address(self, node: str) -> str: ...
 
@@ -159,14 +159,15 @@ class LocalLauncher:
         return ",".join(str(i) for i in range(first, first + self.gpus_per_node))
 
     def run(self, node: NodeSlot, argv: Sequence[str], *, timeout: float,
-            env: Mapping[str, str] | None = None) -> NodeRun:
+            env: Mapping[str, str] | None = None, stdin: str | None = None) -> NodeRun:
         extra = dict(env or {}, ENVKIT_FLEET_NODE=node.name)
         gpus = self._gpus(node.name)
         if gpus is not None:
             extra["CUDA_VISIBLE_DEVICES"] = gpus
         start = time.perf_counter()
         try:
-            done = proc.run(["sh", "-c", _WRAP, "envkit-node", *argv], timeout=timeout, env=proc.child_env(extra))
+            done = proc.run(["sh", "-c", _WRAP, "envkit-node", *argv], timeout=timeout, env=proc.child_env(extra),
+                            stdin_file=stdin)
         except FileNotFoundError as exc:
             raise EnvkitError(f"cannot run sh: {exc}", "install a POSIX shell") from exc
         seconds = time.perf_counter() - start
@@ -268,25 +269,42 @@ class SlurmLauncher:
         return argv + self.srun.argv()
 
     def run(self, node: NodeSlot, argv: Sequence[str], *, timeout: float,
-            env: Mapping[str, str] | None = None) -> NodeRun:
+            env: Mapping[str, str] | None = None, stdin: str | None = None) -> NodeRun:
+        """`stdin`: a file fed to the task's stdin (srun forwards its stdin to the tasks: srun(1), "IO
+        Redirection")."""
         job_name = f"envkit-fleet-{secrets.token_hex(4)}"
         full = [*self.srun_argv(node, job_name), "sh", "-c", _WRAP, "envkit-node", *argv]
         start = time.perf_counter()
         try:
-            done = proc.run(full, timeout=timeout, env=proc.child_env(env))
+            done = proc.run(full, timeout=timeout, env=proc.child_env(env), stdin_file=stdin)
         except FileNotFoundError as exc:
             raise EnvkitError("srun not found: Slurm's client tools are not installed here",
                               "run on a login node of the cluster, or use --launcher local") from exc
         seconds = time.perf_counter() - start
         error = None
         if done.timed_out:
-            cancelled = ""
-            if not self.in_allocation:
-                # srun was killed: cancel its job too (ours alone: the name is unique to this call)
-                gone = proc.run(["scancel", f"--name={job_name}"], timeout=15, env=self.environ)
-                cancelled = ", its job cancelled" if gone.returncode == 0 else ""
-            error = f"no answer within {timeout:g} s (srun stopped{cancelled}): the node may be down or busy"
+            what = self.cancel_step(job_name) if self.in_allocation else self.cancel_job(job_name)
+            error = f"no answer within {timeout:g} s (srun stopped{what}): the node may be down or busy"
         return _parse(node.name, done, seconds, error)
+
+    def cancel_job(self, job_name: str) -> str:
+        """srun was killed outside an allocation: cancel the job it asked for (the name is unique to the call)."""
+        gone = proc.run(["scancel", f"--name={job_name}"], timeout=15, env=self.environ)
+        return ", its job cancelled" if gone.returncode == 0 else ""
+
+    def cancel_step(self, job_name: str) -> str:
+        """Inside an allocation the srun is a step of the user's job: cancelling the job would end the user's
+        allocation, and `scancel --name` matches jobs, not steps. Find the step by its unique name in
+        `squeue --steps` (%i is JOBID.STEPID, %j the step's name: squeue(1) "-s, --steps") and cancel
+        just it (`scancel JOBID.STEPID`: scancel(1))."""
+        job = self.environ.get("SLURM_JOB_ID", "")
+        listed = proc.run(["squeue", "-h", "-s", "-j", job, "-o", "%i %j"], timeout=15, env=self.environ)
+        steps = [line.split()[0] for line in listed.stdout.splitlines()
+                 if len(line.split()) == 2 and line.split()[1] == job_name]
+        if listed.returncode != 0 or not steps:
+            return ""
+        gone = proc.run(["scancel", *steps], timeout=15, env=self.environ)
+        return f", its step {', '.join(steps)} cancelled" if gone.returncode == 0 else ""
 
     def address(self, node: str) -> str:
         """The node's address for a rendezvous (NodeAddr in slurm.conf; the name itself if unset)."""
@@ -299,8 +317,10 @@ class SlurmLauncher:
 
 def run_all(launcher: Launcher, nodes: Sequence[NodeSlot], argv_for: Callable[[NodeSlot], Sequence[str]], *,
             timeout: float = DEFAULT_TIMEOUT, env_for: Callable[[NodeSlot], Mapping[str, str]] | None = None,
-            on_event: Callable[[str, str, NodeRun | None], None] | None = None) -> list[NodeRun]:
-    """Run on every usable node in parallel; unusable nodes come back as failed rows, not exceptions."""
+            on_event: Callable[[str, str, NodeRun | None], None] | None = None,
+            stdin: str | None = None) -> list[NodeRun]:
+    """Run on every usable node in parallel; unusable nodes come back as failed rows, not exceptions.
+    `stdin`: a file every node's command reads on its stdin (a staged bundle)."""
     def one(node: NodeSlot) -> NodeRun:
         if not node.usable:
             result = NodeRun(node.name, None, "", "", 0.0, node.reason)
@@ -309,7 +329,7 @@ def run_all(launcher: Launcher, nodes: Sequence[NodeSlot], argv_for: Callable[[N
                 on_event(node.name, "running", None)
             try:
                 result = launcher.run(node, argv_for(node), timeout=timeout,
-                                      env=env_for(node) if env_for else None)
+                                      env=env_for(node) if env_for else None, stdin=stdin)
             except EnvkitError as exc:
                 result = NodeRun(node.name, None, "", "", 0.0, exc.message)
         if on_event:
@@ -322,9 +342,38 @@ def run_all(launcher: Launcher, nodes: Sequence[NodeSlot], argv_for: Callable[[N
         return list(pool.map(one, nodes))
 
 
+def check_local_gpus(count: int, gpus_per_node: int | None, available: int | None) -> None:
+    """The local launcher gives node i GPUs i*G .. i*G+G-1: refuse up front when this machine has fewer
+    than N*G, instead of nodes failing later with "No CUDA GPUs are available" (`available` None: unknown)."""
+    if not gpus_per_node or available is None or count * gpus_per_node <= available:
+        return
+    fits = available // gpus_per_node
+    fixes = ["--gpus-per-node 0 (nodes without GPUs)"]
+    if fits >= 1:
+        fixes.insert(0, f"--nodes {fits} --gpus-per-node {gpus_per_node}")
+    if available >= count:
+        fixes.insert(0, f"--nodes {count} --gpus-per-node {available // count}")
+    raise UsageError(f"--launcher local --nodes {count} --gpus-per-node {gpus_per_node} needs "
+                     f"{count * gpus_per_node} GPUs, but this machine has {available}",
+                     "use " + " or ".join(fixes))
+
+
+def local_gpu_count() -> int | None:
+    """GPUs this machine shows (CUDA_VISIBLE_DEVICES applied); 0 without a driver; None when unknown."""
+    from envkit.detect import detect
+
+    machine = detect()
+    if machine.driver is None:
+        return 0
+    return len(machine.gpus) if machine.gpus_known else None
+
+
 def make_launcher(kind: str, request: NodeRequest, srun: SrunOptions) -> Launcher:
     if kind == "local":
-        return LocalLauncher(request.count or 1, srun.gpus_per_node, request.exclude)
+        count = request.count or 1
+        if srun.gpus_per_node:
+            check_local_gpus(count, srun.gpus_per_node, local_gpu_count())
+        return LocalLauncher(count, srun.gpus_per_node, request.exclude)
     if kind == "slurm":
         return SlurmLauncher(request, srun)
     raise UsageError(f"unknown launcher {kind!r}", "use --launcher slurm or --launcher local")

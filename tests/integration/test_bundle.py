@@ -87,3 +87,21 @@ def test_bundle_a_lock_through_a_mirror(capsys: pytest.CaptureFixture[str], made
     assert sorted((f["path"], f["sha256"]) for f in second["files"] if f["kind"] == "conda") == conda
     code, _out, err = run_cli(capsys, "bundle", "--lock", str(bundle / "source.lock"), "-o", str(again))
     assert code == 1 and "exists and is not empty" in err
+
+
+def test_fleet_create_stages_the_bundle_through_the_local_launcher(capsys: pytest.CaptureFixture[str],
+                                                                   made_bundle: tuple[Path, str], isolated: Path,
+                                                                   tmp_path: Path) -> None:
+    """The staging path without Slurm (the local launcher carries the tar on each node's stdin too): every
+    node unpacks into its own --stage-dir, checks and installs, and removes the staged copy."""
+    bundle, _url = made_bundle
+    code, out, err = run_cli(capsys, "fleet", "create", "dl", "--launcher", "local", "--nodes", "2",
+                             "--bundle", str(bundle), "--stage-bundle", "always",
+                             "--stage-dir", f"{tmp_path}/stage/{{node}}", "--prefix", f"{tmp_path}/{{node}}/dl",
+                             "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["staged"] == ["local1", "local2"] and data["identical"], data
+    assert sorted(p.name for p in (tmp_path / "stage").iterdir()) == ["local1", "local2"]
+    assert not [p for p in (tmp_path / "stage").rglob("*") if p.is_file()]
+    assert conda_meta(tmp_path / "local1" / "dl").keys() == conda_meta(tmp_path / "local2" / "dl").keys()

@@ -16,9 +16,10 @@ import pytest
 from click.testing import CliRunner
 
 from envkit.cli import cli
+from helpers import run_cli
 from testbed.channel import PY, TestBed
 from testbed.server import ChannelServer
-from testbed.slurm import SlurmCluster, missing_reason
+from testbed.slurm import SlurmCluster, missing_reason, private_dirs_reason
 
 REASON = missing_reason()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=f"no local Slurm cluster: {REASON}")
@@ -273,3 +274,124 @@ def test_inside_an_allocation_the_jobs_nodes_are_used(slurm: SlurmCluster, tmp_p
     data = json.loads(out.read_text())
     assert [n["node"] for n in data["nodes"]] == ["n2", "n3"] and all(n["ok"] for n in data["nodes"])
     assert data["fleet"][0]["binding"] == ["n3"]
+
+
+DEAD_PROXY = {"http_proxy": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9",
+              "HTTP_PROXY": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9"}
+
+
+@pytest.mark.skipif(private_dirs_reason() is not None, reason=f"nodes cannot get private folders: "
+                    f"{private_dirs_reason()}")
+def test_fleet_create_stages_the_bundle_onto_nodes_without_its_filesystem(testbed: TestBed, tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bundle lives in a folder only the login node sees (each node has an empty tmpfs there) and each
+    node has its own node-local TMPDIR: fleet create stages the bundle onto every node, installs the same
+    records everywhere and leaves no staged copy behind."""
+    login = tmp_path / "login-only"
+    bundle = login / "bundle"
+    with ChannelServer(testbed.root) as srv:
+        result = CliRunner().invoke(cli, ["bundle", "dl", "--spec", "dl_train", "--cuda", "13.0", "--python", PY,
+                                          "--mirror", srv.url, "-o", str(bundle)])
+        assert result.exit_code == 0, result.output
+    local = {n: tmp_path / f"{n}-local" for n in ("s1", "s2")}
+    for folder in local.values():
+        folder.mkdir()
+    env = {n: {**DEAD_PROXY, "TMPDIR": str(local[n])} for n in local}
+    with SlurmCluster(tmp_path / "slurm", nodes=("s1", "s2"), node_env=env, private_dirs=(login,)) as c:
+        monkeypatch.setenv("SLURM_CONF", str(c.conf))
+        for name in ("SLURM_JOB_ID", "SLURM_JOB_NODELIST"):
+            monkeypatch.delenv(name, raising=False)
+        # the nodes really cannot see it: without staging both fail on the missing bundle
+        code, data = fleet_json("create", "dl", "--bundle", str(bundle), "--prefix", f"{tmp_path}/{{node}}/dl",
+                                "--stage-bundle", "never")
+        assert code == 1 and not any(n["ok"] for n in data["nodes"]), data
+        assert all(str(bundle) in n["error"] for n in data["nodes"]), data["nodes"]
+        assert not (tmp_path / "s1" / "dl").exists()
+        code, data = fleet_json("create", "dl", "--bundle", str(bundle), "--prefix", f"{tmp_path}/{{node}}/dl")
+    assert code == 0, data
+    assert data["ok"] and data["identical"] and data["staged"] == ["s1", "s2"]
+    assert all(n["staged"] and n["ok"] for n in data["nodes"])
+    assert records(tmp_path / "s1" / "dl") == records(tmp_path / "s2" / "dl") != set()
+    assert "tar" in data["phases_s"]
+    # each node unpacked into its own TMPDIR and removed the staged copy afterwards
+    assert [list(folder.iterdir()) for folder in local.values()] == [[], []]
+
+
+def test_stage_bundle_always_on_a_shared_folder(slurm: SlurmCluster, testbed: TestBed, tmp_path: Path) -> None:
+    """--stage-bundle always stages even where the folder is shared (e.g. a slow NFS), into --stage-dir
+    with {node}; a shared folder with auto stages nothing."""
+    bundle = tmp_path / "bundle"
+    with ChannelServer(testbed.root) as srv:
+        result = CliRunner().invoke(cli, ["bundle", "mini", "--spec", "minimal", "--cuda", "13.0", "--python", PY,
+                                          "--mirror", srv.url, "-o", str(bundle)])
+        assert result.exit_code == 0, result.output
+    slurm.write_node_env({n: dict(DEAD_PROXY) for n in slurm.nodes})
+    code, data = fleet_json("create", "mini", "--bundle", str(bundle), "--prefix", f"{tmp_path}/{{node}}/mini",
+                            "--nodelist", "n[1-2]", "--stage-bundle", "always", "--stage-dir",
+                            f"{tmp_path}/stage/{{node}}")
+    assert code == 0 and data["staged"] == ["n1", "n2"], data
+    assert sorted(p.name for p in (tmp_path / "stage").iterdir()) == ["n1", "n2"]
+    assert not [p for p in (tmp_path / "stage").rglob("*") if p.is_file()]  # staged copies removed
+    code, data = fleet_json("create", "mini2", "--bundle", str(bundle), "--prefix", f"{tmp_path}/{{node}}/mini2",
+                            "--nodelist", "n[3-4]")
+    assert code == 0 and data["staged"] == [] and data["identical"], data
+
+
+def test_fleet_create_per_partition(slurm: SlurmCluster, testbed: TestBed, tmp_path: Path,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """One build per partition: old (n1, CUDA 12.2 driver, V100s) and new (n2-n4, CUDA 13.0 drivers here):
+    detected once, solved and bundled once per partition, each partition installed from its own bundle."""
+    slurm.write_node_env(HETERO | {"n3": HETERO["n2"]})
+    with ChannelServer(testbed.root) as srv:
+        code, data = fleet_json("create", "pp", "--spec", "minimal", "--python", PY, "--mirror", srv.url,
+                                "--per-partition", "-p", "old,new", "--prefix", f"{tmp_path}/{{partition}}/{{node}}",
+                                "--bundle-dir", str(tmp_path / "bundles"))
+    assert code == 0, data
+    parts = {p["partition"]: p for p in data["partitions"]}
+    assert sorted(parts) == ["new", "old"] and data["ok"]
+    assert parts["old"]["fleet"]["cuda"] == "12.2" and parts["old"]["fleet"]["binding"] == ["n1"]
+    assert parts["new"]["fleet"]["cuda"] == "13.0"
+    assert [n["node"] for n in parts["old"]["nodes"]] == ["n1"]
+    assert [n["node"] for n in parts["new"]["nodes"]] == ["n2", "n3", "n4"]
+    for name, part in parts.items():
+        assert part["bundle"] == str(tmp_path / "bundles" / name) and part["identical"]
+    manifests = {name: json.loads((tmp_path / "bundles" / name / "bundle.json").read_text()) for name in parts}
+    # old: CUDA 12.9 through minor version compatibility on its 535 driver; new: CUDA 13.0
+    assert [manifests[p]["selection"]["cuda"] for p in ("old", "new")] == ["12.9", "13.0"]
+    new = [records(tmp_path / "new" / n) for n in ("n2", "n3", "n4")]
+    assert new[0] and new[0] == new[1] == new[2]
+    old = records(tmp_path / "old" / "n1")
+    assert any(r.startswith("pytorch-2.13.0-cuda129") for r in old)
+    assert any(r.startswith("pytorch-2.13.0-cuda130") for r in new[0])
+
+    code, _out, err = run_cli(capsys, "fleet", "create", "pp", "--per-partition", "-p", "old,new")
+    assert code == 2 and "one shared prefix cannot hold them" in err and "{partition}" in err
+
+
+def test_inside_an_allocation_a_timed_out_step_is_cancelled(slurm: SlurmCluster, tmp_path: Path) -> None:
+    """Inside a job a slow node's srun is a step of that job: it is cancelled by its unique name
+    (squeue --steps), the job itself keeps running; without that the step would hold on for 60 s."""
+    import subprocess
+    import sys
+
+    slurm.set_delay("n3", 60)
+    out, steps = tmp_path / "detect.json", tmp_path / "steps.txt"
+    script = tmp_path / "job.sh"
+    script.write_text(
+        f"#!/bin/sh\n#SBATCH --nodes=2\n#SBATCH --nodelist=n2,n3\n"
+        f"{sys.executable} -m envkit fleet detect --json --timeout 5 > {out}\n"
+        # the step must be gone within a few seconds (cancelled), not after the node's 60 s
+        f"for i in 1 2 3 4 5 6 7 8 9 10; do squeue -h -s -j $SLURM_JOB_ID -o '%i %j' | grep envkit-fleet "
+        f"> {steps} || break; sleep 0.5; done\n"
+        "echo job-still-running\n")
+    done = subprocess.run(["sbatch", "--wait", "--output", str(tmp_path / "job.log"), str(script)],
+                          env=slurm.env(), capture_output=True, text=True, timeout=120)
+    log = (tmp_path / "job.log").read_text()
+    assert done.returncode == 0, done.stderr + log
+    data = json.loads(out.read_text())
+    rows = {n["node"]: n for n in data["nodes"]}
+    assert rows["n2"]["ok"]
+    assert "no answer within 5 s" in rows["n3"]["error"] and "its step" in rows["n3"]["error"], rows["n3"]
+    assert "cancelled" in rows["n3"]["error"]
+    assert steps.read_text().strip() == "", steps.read_text()
+    assert "job-still-running" in log

@@ -39,6 +39,22 @@ def missing_reason(install_root: Path | None = None) -> str | None:
     return None
 
 
+def private_dirs_reason() -> str | None:
+    """Why nodes cannot get folders of their own here (None when they can): each slurmd then runs in its own
+    mount namespace (unshare(1) -m) with an empty tmpfs over the folders the login node alone may see."""
+    if shutil.which("unshare") is None:
+        return "unshare is not installed (util-linux)"
+    done = subprocess.run(["unshare", "-m", "--propagation", "private", "true"], capture_output=True, text=True)
+    if done.returncode != 0:
+        return f"cannot create a mount namespace here: {done.stderr.strip()[-200:]}"
+    return None
+
+
+# In the slurmd's own mount namespace: an empty tmpfs over each private folder, then the daemon itself.
+_PRIVATE = ('n="$1"; shift; i=0; while [ "$i" -lt "$n" ]; do '
+            'mount -t tmpfs envkit-private "$1" || exit 1; shift; i=$((i + 1)); done; exec "$@"')
+
+
 def _exe(name: str, install_root: Path | None = None) -> str:
     if install_root is not None:
         sbin = install_root / "usr" / "sbin"
@@ -93,6 +109,9 @@ class SlurmCluster:
     gpus_per_node: int = 2
     cpus_per_node: int = 4
     install_root: Path | None = None  # Slurm and munge unpacked from their .deb files (None: installed)
+    # folders the nodes must not see (nodes without the login node's filesystem): each slurmd, and so every
+    # task it starts, sees an empty tmpfs there (see private_dirs_reason)
+    private_dirs: tuple[Path, ...] = ()
     pids: dict[str, int] = field(default_factory=dict)
     killed: set[str] = field(default_factory=set)
     _procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
@@ -214,9 +233,16 @@ class SlurmCluster:
         self._wait(lambda: (munge / "munge.sock").exists(), timeout, "munged did not create its socket")
         self._spawn("slurmctld", [_exe("slurmctld", self.install_root), "-D", "-c", "-i", "-f", str(self.conf)])
         stepd = ["-d", _exe("slurmstepd", self.install_root)] if self.install_root is not None else []
+        hide: list[str] = []
+        if self.private_dirs:
+            hide = ["unshare", "-m", "--propagation", "private", "sh", "-c", _PRIVATE, "envkit-private",
+                    str(len(self.private_dirs)), *(str(d) for d in self.private_dirs)]
+            for folder in self.private_dirs:
+                folder.mkdir(parents=True, exist_ok=True)
         for node in self.nodes:
-            self._spawn(f"slurmd:{node}", [_exe("slurmd", self.install_root), "-D", "-N", node, "-f", str(self.conf),
-                                           *stepd])
+            # unshare and sh exec into slurmd: the recorded PID is the daemon's own
+            self._spawn(f"slurmd:{node}", [*hide, _exe("slurmd", self.install_root), "-D", "-N", node, "-f",
+                                           str(self.conf), *stepd])
         try:
             self._wait(self._all_idle, timeout, "the nodes did not become idle")
         except BaseException:

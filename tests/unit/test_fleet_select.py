@@ -14,6 +14,7 @@ from envkit.fleet.launcher import LocalLauncher, NodeSlot, run_all
 from envkit.fleet.select import fleet_machine, request_for_fleet, select_fleet
 from envkit.fleet.verify import FAIL, PASS, SKIPPED, NcclResult, NodeVerify, aggregate
 from envkit.models import Machine, Request
+from helpers import FakeGpu, FakeNVML, run_cli
 
 
 def node(name: str, driver: str | None, *ccs: str, partition: str = "gpu") -> NodeInfo:
@@ -96,3 +97,31 @@ def test_fleet_detect_through_the_local_launcher(monkeypatch: pytest.MonkeyPatch
     assert [n["node"] for n in data["nodes"]] == ["local1", "local2"]
     assert [g["compute_capability"] for g in data["nodes"][0]["machine"]["gpus"]] == ["9.0", "9.0"]
     assert data["fleet"][0]["cuda"] == "13.0"
+
+
+def test_local_launcher_refuses_more_gpus_than_the_machine_has(fake_nvml: FakeNVML, monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """2 GPUs (NVML faked at its seam): 2 nodes x 2 GPUs would hand out indices 2 and 3 that do not exist."""
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    fake_nvml.gpus = [FakeGpu("NVIDIA H200", (9, 0)), FakeGpu("NVIDIA H200", (9, 0))]
+    code, _out, err = run_cli(capsys, "fleet", "detect", "--launcher", "local", "--nodes", "2",
+                              "--gpus-per-node", "2")
+    assert code == 2, err
+    assert "needs 4 GPUs, but this machine has 2" in err
+    assert "--nodes 2 --gpus-per-node 1" in err and "--gpus-per-node 0" in err
+    fake_nvml.gpus = []  # a driver but no GPU: every --gpus-per-node > 0 is refused, 0 is the fix
+    code, _out, err = run_cli(capsys, "fleet", "verify", "--python", "python3", "--launcher", "local",
+                              "--gpus-per-node", "1")
+    assert code == 2 and "needs 1 GPUs, but this machine has 0" in err, err
+    assert "use --gpus-per-node 0" in err
+
+
+def test_local_launcher_accepts_what_fits(fake_nvml: FakeNVML, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setenv("ENVKIT_DRIVER_VERSION", "580.65.06")
+    monkeypatch.setenv("ENVKIT_COMPUTE_CAPABILITY", "9.0")
+    fake_nvml.gpus = [FakeGpu("NVIDIA H200", (9, 0)), FakeGpu("NVIDIA H200", (9, 0))]
+    result = CliRunner().invoke(cli, ["fleet", "detect", "--launcher", "local", "--nodes", "2",
+                                      "--gpus-per-node", "1", "--json"])
+    assert result.exit_code == 0, result.output
+    assert [n["node"] for n in json.loads(result.stdout)["nodes"]] == ["local1", "local2"]
