@@ -24,6 +24,14 @@ EPILOG = "\b\nEnvironment variables:\n" + "\n".join(f"  {k:<22} {v}" for k, v in
     "5 doctor found problems")
 
 
+def _check_timeout(_ctx: click.Context, _param: click.Parameter, value: float) -> float:
+    import math
+
+    if not math.isfinite(value) or not 1 <= value <= 7 * 24 * 3600:
+        raise click.BadParameter(f"{value!r}: use a number of seconds between 1 and 604800 (a week)")
+    return value
+
+
 def selection_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """The options shared by detect, render and create (what to select, and for which machine)."""
     options = [
@@ -147,7 +155,7 @@ def detect(cuda: str | None, torch_spec: str | None, python: str | None, flavor:
 @click.option("--quick", is_flag=True, help="Skip the speed, memory and TFLOP/s measurements.")
 @click.option("--device", type=click.IntRange(min=0), default=None, help="GPU index to test (default 0).")
 @click.option("--all-gpus", is_flag=True, help="Check every visible GPU, then NCCL + DDP across them.")
-@click.option("--timeout", type=click.FloatRange(min=1), default=300.0, show_default=True,
+@click.option("--timeout", type=float, callback=_check_timeout, default=300.0, show_default=True,
               help="Kill the payload (and its children) after this many seconds.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--report", "report_file", type=click.Path(dir_okay=False), default=None,
@@ -460,6 +468,18 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _run(argv: list[str] | None) -> int:
+    """Every command runs behind the redaction boundary; nothing leaves as a traceback."""
+    from envkit import output
+    from envkit.secrets import learn, learn_environment
+
+    learn_environment()
+    for arg in argv if argv is not None else sys.argv[1:]:
+        learn(arg)
+    with output.redacting_streams():
+        return _dispatch(argv)
+
+
+def _dispatch(argv: list[str] | None) -> int:
     try:
         cli.main(args=argv, prog_name="envkit", standalone_mode=False)
     except EnvkitError as exc:
@@ -478,4 +498,65 @@ def _run(argv: list[str] | None) -> int:
     except KeyboardInterrupt:
         click.echo("Interrupted: nothing half-made was left behind.", err=True)
         return 130
+    except OSError as exc:
+        return _os_failure(exc)
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: one line and a saved report
+        return _crash(exc)
     return 0
+
+
+def _os_failure(exc: OSError) -> int:
+    """A file-system failure no stage anticipated: what, where, and the fix for that errno."""
+    from envkit import output
+    from envkit.errors import os_error_hint
+
+    where = " ".join(str(f) for f in (exc.filename, exc.filename2) if f)
+    text = f"{exc.strerror or exc}" + (f": {where}" if where else "")
+    hint = os_error_hint(text)
+    if hint is None:
+        return _crash(exc)
+    output.error(text, hint)
+    return int(ExitCode.ERROR)
+
+
+def _crash(exc: BaseException) -> int:
+    from envkit import output
+
+    path = _save_crash_report(exc)
+    first = (str(exc).strip().splitlines() or [""])[0][:200]
+    where = f"the details are in {path}" if path else "no report could be saved"
+    output.error(f"internal error ({type(exc).__name__}{': ' + first if first else ''})",
+                 f"this is a bug in envkit: {where}; please attach it to an issue (envkit {__version__})")
+    return int(ExitCode.ERROR)
+
+
+def _save_crash_report(exc: BaseException) -> str | None:
+    """The traceback, redacted, in a private file under $ENVKIT_HOME/crash-reports (else the temp dir)."""
+    import tempfile
+    import traceback
+
+    from envkit.secrets import redact
+
+    try:
+        text = redact("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+        text = f"envkit {__version__}\nargv: {redact(' '.join(sys.argv))}\n\n{text}"
+    except BaseException:  # noqa: BLE001 - e.g. MemoryError while formatting
+        text = f"envkit {__version__}: {type(exc).__name__}\n"
+    candidates: list[str] = []
+    try:
+        from envkit.config import envkit_home
+
+        candidates.append(str(envkit_home() / "crash-reports"))
+    except BaseException:  # noqa: BLE001 - ENVKIT_HOME itself may be what is broken
+        pass
+    candidates.append(tempfile.gettempdir())
+    for directory in candidates:
+        try:
+            os.makedirs(directory, mode=0o700, exist_ok=True)
+            fd, path = tempfile.mkstemp(prefix="envkit-crash-", suffix=".txt", dir=directory)
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            return path
+        except OSError:
+            continue
+    return None

@@ -7,10 +7,10 @@ import re
 
 import click
 
-_CUDA_RE = re.compile(r"^\d{1,2}\.\d{1,2}$")
-_DRIVER_RE = re.compile(r"^\d{3,4}(\.\d{1,3}){1,2}$")
-_CC_RE = re.compile(r"^\d{1,2}\.\d$")
-_PY_RE = re.compile(r"^3\.\d{1,2}t?$")
+_CUDA_RE = re.compile(r"^\d{1,2}\.\d{1,2}\Z")
+_DRIVER_RE = re.compile(r"^\d{3,4}(\.\d{1,3}){1,2}\Z")
+_CC_RE = re.compile(r"^\d{1,2}\.\d\Z")
+_PY_RE = re.compile(r"^3\.\d{1,2}t?\Z")
 
 def _check_cuda(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
     if value is None or value in ("auto", "cpu") or _CUDA_RE.match(value):

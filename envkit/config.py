@@ -46,14 +46,29 @@ def user_spec_dir() -> Path:
     return config_path().parent / "envs"
 
 
+def _folder(var: str, value: str | None, default: Path) -> Path:
+    """A folder setting: a path that exists but is not a folder is a clear error, not a crash later."""
+    if value is not None and ("\0" in value or "\n" in value):
+        from envkit.errors import UsageError
+
+        raise UsageError(f"{var} contains a newline or NUL byte", f"set {var} to a plain folder path, or unset it")
+    path = Path(value) if value else default
+    if path.exists() and not path.is_dir():
+        from envkit.errors import UsageError
+
+        where = f"{var}={path}" if value else f"{path} (the default for {var})"
+        raise UsageError(f"{where} is a file, not a folder", f"point {var} at a folder (or move {path} away)")
+    return path
+
+
 def envkit_home() -> Path:
     value = os.environ.get("ENVKIT_HOME")
-    return Path(value) if value else _xdg("XDG_DATA_HOME", ".local/share") / "envkit"
+    return _folder("ENVKIT_HOME", value, _xdg("XDG_DATA_HOME", ".local/share") / "envkit")
 
 
 def cache_dir() -> Path:
     value = os.environ.get("ENVKIT_CACHE_DIR")
-    return Path(value) if value else _xdg("XDG_CACHE_HOME", ".cache") / "envkit"
+    return _folder("ENVKIT_CACHE_DIR", value, _xdg("XDG_CACHE_HOME", ".cache") / "envkit")
 
 
 @dataclass(frozen=True)
@@ -66,19 +81,76 @@ class FileConfig:
         return self.data.get(key, default)
 
 
-def load_file_config(path: Path | None = None) -> FileConfig:
-    """Read the YAML config file; a broken file is an error that names it."""
+# Known keys and the types they must have (other keys are left to whoever reads them).
+_SCALARS = {"cuda": "a CUDA version like 12.4, auto or cpu", "torch": "a version like 2.5 or a range",
+            "flavor": "conda-forge, pytorch or pip", "mirror": "a profile name or a URL",
+            "engine": "rattler, conda, mamba or micromamba", "pytorch_index": "a URL"}
+_CHOICES = {"flavor": ("conda-forge", "pytorch", "pip"), "engine": ("rattler", "conda", "mamba", "micromamba")}
+
+
+def _validate(path: Path, data: dict[str, Any]) -> dict[str, Any]:
+    """Wrong types become one clear error naming the file and key (numbers are fine where text is meant)."""
     from envkit.errors import EnvkitError
 
-    path = path or config_path()
-    if not path.is_file():
-        return FileConfig({})
-    import yaml
+    def bad(key: str, want: str) -> EnvkitError:
+        return EnvkitError(f"config file {path}: {key}: must be {want}, not {type(data[key]).__name__} "
+                           f"{str(data[key])[:60]!r}", f"fix '{key}:' in {path}")
 
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise EnvkitError(f"config file {path} is not valid YAML: {exc}", f"fix or remove {path}") from exc
+    out = dict(data)
+    for key, want in _SCALARS.items():
+        if key not in data or data[key] is None:
+            continue
+        value = data[key]
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise bad(key, want)
+        out[key] = str(value)
+        if "\n" in out[key] or "\0" in out[key] or len(out[key]) > 2000:
+            raise bad(key, want)
+        if key in _CHOICES and out[key] not in _CHOICES[key]:
+            raise bad(key, want)
+    if "sharded_repodata" in data and not isinstance(data["sharded_repodata"], bool):
+        raise bad("sharded_repodata", "true or false")
+    mirrors = data.get("mirrors")
+    if mirrors is not None:
+        if not isinstance(mirrors, dict):
+            raise bad("mirrors", "a mapping of profile name -> {conda: {channel: URL}, pypi: URL}")
+        for name, row in mirrors.items():
+            if not isinstance(name, str) or not isinstance(row, dict) or not isinstance(row.get("conda"), dict) \
+                    or not all(isinstance(k, str) and isinstance(v, str) for k, v in row["conda"].items()) \
+                    or not isinstance(row.get("pypi", ""), (str, type(None))) \
+                    or not isinstance(row.get("title", ""), str) \
+                    or not isinstance(row.get("missing") or [], list):
+                raise EnvkitError(f"config file {path}: mirrors: {str(name)[:40]!r} must be a mapping with "
+                                  "'conda: {channel: URL}' (and optional pypi: URL, title, missing: [...])",
+                                  f"fix 'mirrors:' in {path} (README, 'Mirrors')")
+    return out
+
+
+def _learn_secrets(value: Any) -> None:
+    """Credentials anywhere in the config file are redacted from every message from now on."""
+    from envkit.secrets import learn
+
+    if isinstance(value, str):
+        if "@" in value or "/t/" in value or "=" in value:
+            learn(value)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _learn_secrets(item)
+    elif isinstance(value, list):
+        for item in value:
+            _learn_secrets(item)
+
+
+def load_file_config(path: Path | None = None) -> FileConfig:
+    """Read the YAML config file (bounded, UTF-8, typed); a broken file is an error that names it."""
+    from envkit.errors import EnvkitError
+    from envkit.safeio import load_yaml
+
+    path = path or config_path()
+    if not path.exists() and not path.is_symlink():
+        return FileConfig({})
+    data = load_yaml(path, "config file", limit=1024 * 1024) or {}
     if not isinstance(data, dict):
         raise EnvkitError(f"config file {path} must hold a mapping at the top level", f"fix or remove {path}")
-    return FileConfig(data)
+    _learn_secrets(data)
+    return FileConfig(_validate(path, data))

@@ -157,8 +157,10 @@ def pip_index_env(lines: Sequence[str]) -> tuple[list[str], dict[str, str]]:
     for line in lines:
         match = re.match(r"^(--index-url|-i|--extra-index-url)[ =](\S+)$", line.strip())
         if match:
-            secret_url = VAULT.with_credentials(match.group(2))
-            if secret_url != match.group(2):
+            url = match.group(2)
+            clean = VAULT.split(url) if ("@" in url or "/t/" in url) else url  # credentials in the file itself
+            secret_url = VAULT.with_credentials(clean)
+            if secret_url != clean:
                 if match.group(1) == "--extra-index-url":
                     extra.append(secret_url)
                 else:
@@ -174,14 +176,29 @@ def pip_index_env(lines: Sequence[str]) -> tuple[list[str], dict[str, str]]:
 
 
 def _run_pip(prefix: Path, lines: Sequence[str], selection: Selection | None, on_line: Any) -> tuple[str, ...]:
+    """The env keeps a redacted record of the pip section; pip reads the real one from a private
+    folder (0700, outside the env, removed afterwards), so a credential never lands in the env."""
+    import tempfile
+
     reqs = prefix / META_DIR / "requirements.txt"
     reqs.parent.mkdir(parents=True, exist_ok=True)
     file_lines, secret_env = pip_index_env(lines)
-    reqs.write_text("\n".join(file_lines) + "\n", encoding="utf-8")
+    reqs.write_text(redact("\n".join(file_lines)) + "\n", encoding="utf-8")
+    private = Path(tempfile.mkdtemp(prefix="envkit-pip-"))
+    try:
+        (private / "requirements.txt").write_text("\n".join(file_lines) + "\n", encoding="utf-8")
+        return _pip_install(prefix, private, secret_env, selection, on_line)
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+
+
+def _pip_install(prefix: Path, private: Path, secret_env: dict[str, str], selection: Selection | None,
+                 on_line: Any) -> tuple[str, ...]:
     python = prefix / "bin" / "python"
     env = proc.child_env(secret_env, isolate_python=True, drop=("PIP_REQUIRE_VIRTUALENV",))
-    base = [str(python), "-m", "pip", "install", "--no-input", "--disable-pip-version-check", "-r", str(reqs)]
-    report = prefix / META_DIR / "pip-plan.json"
+    base = [str(python), "-m", "pip", "install", "--no-input", "--disable-pip-version-check", "-r",
+            str(private / "requirements.txt")]
+    report = private / "pip-plan.json"
     dry = proc.run(base + ["--dry-run", "--quiet", "--report", str(report)], timeout=900, env=env)
     if dry.returncode != 0:
         raise EngineError(f"pip could not resolve the pip section: {redact(dry.stderr_tail(12) or dry.stdout[-2000:])}",
@@ -221,11 +238,9 @@ def _keep_pip_provenance(prefix: Path, planned: Sequence[Any]) -> None:
 
 # -- the whole flow -----------------------------------------------------------------------------
 def is_explicit(path: Path) -> bool:
-    try:
-        with path.open(encoding="utf-8", errors="replace") as handle:
-            return any(line.strip() == "@EXPLICIT" for line in handle)
-    except OSError:
-        return False
+    from envkit.safeio import read_text
+
+    return any(line.strip() == "@EXPLICIT" for line in read_text(path, "environment file").splitlines())
 
 
 def _recreate_source(opts: CreateOptions) -> tuple[Path, str] | None:
@@ -239,7 +254,9 @@ def _recreate_source(opts: CreateOptions) -> tuple[Path, str] | None:
 
 def _channels_of(path: Path, kind: str) -> tuple[str, ...]:
     """Channel base URLs named in an explicit list or a lock file (for mirrors and credentials)."""
-    text = path.read_text(encoding="utf-8", errors="replace")
+    from envkit.safeio import read_text
+
+    text = read_text(path, f"{kind} file")
     urls = re.findall(r"((?:https?|file)://\S+?)/(?:linux-64|noarch|linux-aarch64|osx-64|osx-arm64|win-64)/", text)
     return tuple(dict.fromkeys(urls))
 
@@ -284,7 +301,9 @@ def create_env(opts: CreateOptions, progress: Any = None, on_line: Any = None) -
         envfile, locked = _recreate_envfile(opts.name, source, kind)
         selection = None
         changes: tuple[str, ...] = ()
-        env_text = redact(source.read_text(encoding="utf-8", errors="replace"))
+        from envkit.safeio import read_text
+
+        env_text = redact(read_text(source, f"{kind} file"))
     else:
         # the file (kept in the env) carries mirror URLs so a plain `conda env create` works behind the
         # mirror; the embedded engine solves against canonical channels and applies the mirror per request

@@ -77,3 +77,25 @@ class VerifyError(EnvkitError):
 
 class ExportError(EnvkitError):
     """An environment could not be exported."""
+
+
+class InputError(EnvkitError):
+    """An input file is missing, not a regular file, too big, not UTF-8 text, or not well-formed."""
+
+
+def os_error_hint(text: str) -> str | None:
+    """The fix for a file-system failure named in an error text (errno name, strerror or rattler's
+    "(os error N)"): a full disk is not a permissions problem, and a read-only cache is not the network."""
+    lowered = text.lower()
+    if "no space left" in lowered or "os error 28" in lowered or "enospc" in lowered or "quota exceeded" in lowered \
+            or "os error 122" in lowered:
+        return ("the disk (or quota) is full: free space there (df -h; clean old envs with envkit remove), "
+                "or point ENVKIT_CACHE_DIR / --prefix at a filesystem with room")
+    if "read-only file system" in lowered or "os error 30" in lowered or "erofs" in lowered:
+        return ("that location is read-only: point ENVKIT_CACHE_DIR (package cache), ENVKIT_HOME or --prefix "
+                "at a writable folder")
+    if "permission denied" in lowered or "os error 13" in lowered or "eacces" in lowered \
+            or "operation not permitted" in lowered:
+        return ("envkit may not write there: fix the folder's permissions (ls -ld), or point ENVKIT_CACHE_DIR / "
+                "ENVKIT_HOME / --prefix at a folder you own")
+    return None

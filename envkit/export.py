@@ -8,16 +8,16 @@ URLs mapped back to canonical channels, credentials stripped, pip packages kept 
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envkit.errors import ExportError
+from envkit.errors import ExportError, InputError
 from envkit.render.envfile import EnvFile
 from envkit.render.mirrors import canonical_channel, canonical_urls, strip_credentials
+from envkit.safeio import conda_state_vars, load_json, load_yaml
 
 FORMATS = ("yaml", "explicit", "lock")
 PYTORCH_INDEX = "https://download.pytorch.org/whl"
@@ -72,12 +72,8 @@ def pinned(record: CondaRecord) -> str:
 
 
 def read_variables(prefix: Path) -> tuple[tuple[str, str], ...]:
-    """`variables:` as conda keeps them (conda-meta/state env_vars)."""
-    try:
-        state = json.loads((prefix / "conda-meta" / "state").read_text())
-        return tuple(sorted((str(k), str(v)) for k, v in (state.get("env_vars") or {}).items()))
-    except (OSError, ValueError, AttributeError):
-        return ()
+    """`variables:` as conda keeps them (conda-meta/state env_vars); a hostile state file is a clear error (safeio)."""
+    return tuple(sorted(conda_state_vars(prefix).items()))
 
 
 def _clean(url: str) -> str:
@@ -92,9 +88,9 @@ def read_records(prefix: Path, config: dict[str, Any] | None = None) -> list[Con
     out = []
     for path in sorted(meta.glob("*.json")):
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = load_json(path, "conda-meta record")
             name, version, build = data["name"], str(data["version"]), str(data["build"])
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+        except (OSError, ValueError, KeyError, TypeError, InputError) as exc:
             raise ExportError(f"corrupt conda-meta record {path}: {exc}",
                               f"repair or remove {path.name}, or recreate the env (envkit create NAME --force)") from exc
         raw_channel = str(data.get("channel") or "")
@@ -154,9 +150,10 @@ def _pip_entry(dist: Path, name: str, version: str) -> PipPackage:
     direct = dist / "direct_url.json"
     if direct.exists():
         try:
-            info = json.loads(direct.read_text())
-        except ValueError:
+            info = load_json(direct, "pip metadata file", limit=1024 * 1024)
+        except InputError:
             info = {}
+        info = info if isinstance(info, dict) else {}
         url = _clean(str(info.get("url", "")))
         if (info.get("dir_info") or {}).get("editable"):
             return PipPackage(name, version, None, None, f"{name} is an editable install ({url})")
@@ -178,15 +175,13 @@ def _channel_order(prefix: Path, records: list[CondaRecord], config: dict[str, A
     order: list[str] = []
     kept = prefix / ".envkit" / "environment.yml"
     if kept.is_file():
-        import yaml
-
         try:
-            data = yaml.safe_load(kept.read_text()) or {}
-            for ch in data.get("channels") or []:
+            data = load_yaml(kept, "kept environment file") or {}
+            for ch in (data.get("channels") or [] if isinstance(data, dict) else []):
                 canon = canonical_channel(str(ch), config)
                 if canon in counts and canon not in order:
                     order.append(canon)
-        except yaml.YAMLError:
+        except InputError:
             pass
     order += [c for c, _n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])) if c not in order]
     return order

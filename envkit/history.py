@@ -63,7 +63,9 @@ def requested_specs(prefix: Path) -> dict[str, str]:
     if not path.is_file():
         return {}
     specs: dict[str, str] = {}
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+    from envkit.safeio import read_bytes
+
+    for line in read_bytes(path, "conda history file").decode("utf-8", "replace").splitlines():
         match = _SPECS_RE.match(line.strip())
         if not match:
             continue

@@ -11,7 +11,7 @@ from pathlib import Path
 from envkit.config import envkit_home
 from envkit.errors import EnvNotFoundError, UsageError
 
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}\Z")
 META_DIR = ".envkit"  # <prefix>/.envkit/{environment.yml,verify.json,...}
 
 

@@ -1,10 +1,17 @@
-"""Human (rich) and --json rendering of the models. Only cli.py calls these."""
+"""Human (rich) and --json rendering of the models. Only cli.py calls these.
+
+It is also the redaction boundary: `redacting_streams()` (entered by cli._run around every
+command) routes stdout and stderr through `secrets.redact`, so no message, hint, log line, child
+process line, progress text or --json document can carry a credential out of envkit.
+"""
 
 from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, TextIO
 
 from envkit.models import DetectResult, Machine, Selection
 
@@ -98,6 +105,9 @@ def print_selection(sel: Selection, con: Any | None = None) -> None:
 
 
 def error(message: str, hint: str | None) -> None:
+    from envkit.secrets import redact
+
+    message, hint = redact(message), redact(hint) if hint else hint
     con = console(stderr=True)
     con.print(f"[bold red]error:[/] {esc(message)}")
     if hint:
@@ -285,9 +295,13 @@ def print_list(data: dict[str, Any]) -> None:
                 f" ({env['flavor']})" if env["flavor"] else "")
             outcome = env["verify"] or "never"
             style = _OUTCOME_STYLE.get(outcome, "dim")
-            table.add_row(env["name"], env["torch"] or ("?" if env["by_envkit"] else "(not envkit)"), build,
-                          f"[{style}]{outcome}[/]", esc(env["prefix"]))
+            torch = "(unreadable)" if env.get("unreadable") else (
+                env["torch"] or ("?" if env["by_envkit"] else "(not envkit)"))
+            table.add_row(esc(env["name"]), esc(torch), esc(build), f"[{style}]{esc(outcome)}[/]", esc(env["prefix"]))
         con.print(table)
+        for env in data["environments"]:
+            if env.get("unreadable"):
+                con.print(f"[yellow]note:[/] {esc(env['name'])}: {esc(env['unreadable'])}")
     else:
         con.print("no environments yet: envkit create dl_train")
     table = Table(show_edge=False, title="specs")
@@ -296,3 +310,79 @@ def print_list(data: dict[str, Any]) -> None:
     for spec in data["specs"]:
         table.add_row(spec["name"], esc(spec["description"]))
     con.print(table)
+
+
+class RedactingStream:
+    """A text stream that redacts whole lines (a secret split across two writes is still caught)."""
+
+    def __init__(self, inner: TextIO) -> None:
+        self.inner = inner
+        self._pending = ""
+
+    def write(self, text: str) -> int:
+        from envkit.secrets import redact
+
+        self._pending += text
+        cut = max(self._pending.rfind("\n"), self._pending.rfind("\r"))
+        if cut >= 0:
+            ready, self._pending = self._pending[:cut + 1], self._pending[cut + 1:]
+            self.inner.write(redact(ready))
+        if len(self._pending) > 65536:  # a very long line without a newline: do not hold it forever
+            self.flush()
+        return len(text)
+
+    def flush(self) -> None:
+        from envkit.secrets import redact
+
+        if self._pending:
+            pending, self._pending = self._pending, ""
+            self.inner.write(redact(pending))
+        self.inner.flush()
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def isatty(self) -> bool:
+        return bool(getattr(self.inner, "isatty", lambda: False)())
+
+    def fileno(self) -> int:
+        return self.inner.fileno()
+
+    @property
+    def encoding(self) -> str:
+        return getattr(self.inner, "encoding", None) or "utf-8"
+
+    @property
+    def errors(self) -> str:
+        return getattr(self.inner, "errors", None) or "strict"
+
+    def writable(self) -> bool:
+        return True
+
+    def readable(self) -> bool:
+        return False
+
+    def __getattr__(self, name: str) -> Any:  # mode, name, closed...: the inner stream's
+        if name == "buffer":  # bytes written there would bypass redaction
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
+@contextmanager
+def redacting_streams() -> Iterator[None]:
+    """sys.stdout and sys.stderr redact for the duration (the one output boundary of envkit)."""
+    out, err = sys.stdout, sys.stderr
+    if isinstance(out, RedactingStream) or out is None or err is None:
+        yield
+        return
+    sys.stdout, sys.stderr = RedactingStream(out), RedactingStream(err)
+    try:
+        yield
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        sys.stdout, sys.stderr = out, err

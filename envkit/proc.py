@@ -115,7 +115,7 @@ def _stream(proc: subprocess.Popen[str], argv: tuple[str, ...], timeout: float |
     return Completed(argv, proc.returncode, text, text, timed_out=fired)
 
 
-def _kill_group(proc: subprocess.Popen[str]) -> None:
+def _kill_group(proc: subprocess.Popen[str] | subprocess.Popen[bytes]) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -135,3 +135,83 @@ def run_interactive(argv: Sequence[str], *, env: Mapping[str, str] | None = None
             return proc.wait()
         except KeyboardInterrupt:
             continue  # the child got the SIGINT too; wait for it to finish
+
+
+@dataclass(frozen=True)
+class Bounded(Completed):
+    """A run whose output was capped: how many bytes of each stream were discarded."""
+
+    stdout_dropped: int = 0
+    stderr_dropped: int = 0
+
+
+def run_bounded(argv: Sequence[str], *, timeout: float, env: Mapping[str, str] | None = None,
+                cap: int = 8 << 20, grace: float = 1.0) -> Bounded:
+    """Run an untrusted program (the verify payload) so that it cannot hang or flood envkit.
+
+    Its own session and process group (killed as a whole at the deadline and after it exits);
+    each stream drained continuously and capped at `cap` bytes (the tail is kept, the excess
+    counted); after the deadline, or `grace` seconds after the program exited, envkit stops
+    reading and closes the pipes even if a detached grandchild (setsid) still holds them open.
+    Raises OSError when the program cannot be started (not found, not executable, exec format).
+    """
+    import selectors
+    import time
+
+    argv = tuple(str(a) for a in argv)
+    log.debug("run (bounded): %s", shlex.join(argv))
+    proc = subprocess.Popen(  # noqa: S603 - argv list, never a shell
+        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env=dict(env) if env is not None else None, start_new_session=True)
+    assert proc.stdout is not None and proc.stderr is not None
+    out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
+    streams = {out_fd: bytearray(), err_fd: bytearray()}
+    dropped = {fd: 0 for fd in streams}
+    selector = selectors.DefaultSelector()
+    for fd in streams:
+        os.set_blocking(fd, False)
+        selector.register(fd, selectors.EVENT_READ)
+    deadline = time.monotonic() + timeout
+    exited_at: float | None = None
+    timed_out = False
+    try:
+        while selector.get_map():
+            now = time.monotonic()
+            if exited_at is None and proc.poll() is not None:
+                exited_at = now
+            if exited_at is not None and now - exited_at > grace:
+                break  # the program is gone; whoever still holds the pipe is not waited for
+            if now >= deadline:
+                timed_out = exited_at is None
+                break
+            for key, _events in selector.select(timeout=min(0.2, deadline - now)):
+                fd = int(key.fd)
+                try:
+                    chunk = os.read(fd, 1 << 16)
+                except (BlockingIOError, InterruptedError):
+                    continue
+                if not chunk:
+                    selector.unregister(fd)
+                    continue
+                buf = streams[fd]
+                buf += chunk
+                if len(buf) > cap:
+                    dropped[fd] += len(buf) - cap
+                    del buf[: len(buf) - cap]
+        if not timed_out and proc.poll() is None:  # both pipes closed early, the program still runs
+            try:
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                timed_out = True
+    finally:
+        _kill_group(proc)  # the deadline passed, or leftovers of a finished payload: the whole group goes
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        selector.close()
+        proc.stdout.close()
+        proc.stderr.close()
+    code = proc.returncode if proc.returncode is not None else -9
+    return Bounded(argv, code, streams[out_fd].decode("utf-8", "replace"), streams[err_fd].decode("utf-8", "replace"),
+                   timed_out=timed_out, stdout_dropped=dropped[out_fd], stderr_dropped=dropped[err_fd])

@@ -80,13 +80,50 @@ class Vault:
     def headers_for(self, host: str) -> dict[str, str] | None:
         return self.headers.get(host.lower().split(":")[0])
 
+    def learn(self, value: str) -> None:
+        """Remember the credential-looking parts of a value the user gave (a --mirror, an ENVKIT_*
+        variable, a config entry), however malformed: a typo'd scheme, no scheme, a space inside."""
+        found: list[str] = []
+        for piece in {value, *value.split()}:
+            at = piece.rfind("@")
+            if at > 0:
+                userinfo = piece[piece.rfind("/", 0, at) + 1:at]
+                user, sep, password = userinfo.partition(":")
+                if sep:
+                    found += [password, unquote(password), userinfo]
+                elif len(user) >= 20:  # a token used as the user name (https://<token>@host)
+                    found.append(user)
+            found += [m.group(1) for m in _TOKEN_ANY_RE.finditer(piece)]
+            found += [m.group(2) for m in _QUERY_SECRET_RE.finditer(piece)]
+        with self.lock:
+            self.secrets.update(s.strip() for s in found if len(s.strip()) >= 3)
+
     def redact(self, text: str) -> str:
         out = text
         for secret in sorted(self.secrets, key=len, reverse=True):
             if len(secret) >= 3:
                 out = out.replace(secret, _REDACTED)
-        out = re.sub(r"(://)[^/@\s]+:[^/@\s]+@", r"\1", out)  # any userinfo left
-        return _TOKEN_RE.sub("/t/" + _REDACTED, out)
+        return redact_patterns(out)
+
+
+# Credentials recognised without having been seen before, in well-formed and malformed URLs alike.
+_USERINFO_RE = re.compile(r"(://)[^/\s'\"<>@]*@")  # any scheme, even a typo'd one: drop the userinfo
+_BARE_USERINFO_RE = re.compile(r"([^\s/:@'\"<>=]+):([^\s/@'\"<>]+)@(?=[\w\[])")  # user:pass@host, no scheme
+_TOKEN_ANY_RE = re.compile(r"/t/([^/\s'\"<>]+)(?=[/\s'\"<>]|$)", re.MULTILINE)  # anaconda.org-style tokens
+_BEARER_RE = re.compile(r"\b(Bearer\s+)(?=[\w.~+/=-]*[0-9_-])[\w.~+/=-]{6,}")
+_AUTH_HEADER_RE = re.compile(r"(?i)\b(authorization\s*[:=]\s*)(\w+\s+)?[^\s'\",]+")
+_QUERY_SECRET_RE = re.compile(r"(?i)([?&;](?:token|access_token|api_key|apikey|key|password|passwd|pass|secret|"
+                              r"auth|sig|signature)=)([^&\s'\"<>#]+)")
+
+
+def redact_patterns(text: str) -> str:
+    """The shape-based half of redaction: userinfo, /t/<token>, bearer and Authorization values, ?token=."""
+    out = _USERINFO_RE.sub(r"\1", text)
+    out = _BARE_USERINFO_RE.sub(lambda m: f"{m.group(1)}:{_REDACTED}@", out)
+    out = _TOKEN_ANY_RE.sub("/t/" + _REDACTED, out)
+    out = _BEARER_RE.sub(lambda m: m.group(1) + _REDACTED, out)
+    out = _AUTH_HEADER_RE.sub(lambda m: m.group(1) + (m.group(2) or "") + _REDACTED, out)
+    return _QUERY_SECRET_RE.sub(lambda m: m.group(1) + _REDACTED, out)
 
 
 VAULT = Vault()
@@ -94,6 +131,23 @@ VAULT = Vault()
 
 def redact(text: str) -> str:
     return VAULT.redact(text)
+
+
+def learn(value: str | None) -> None:
+    if value:
+        VAULT.learn(value)
+
+
+def learn_environment(environ: dict[str, str] | None = None) -> None:
+    """ENVKIT_* values (a mirror, an index, a bearer token) are known secrets before anything runs."""
+    env = os.environ if environ is None else environ
+    for key, value in env.items():
+        if key.startswith("ENVKIT_") and value:
+            if key == "ENVKIT_MIRROR_TOKEN":
+                with VAULT.lock:
+                    VAULT.secrets.add(value.strip())
+            else:
+                VAULT.learn(value)
 
 
 def bearer_from_env(host: str) -> None:

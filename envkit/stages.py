@@ -152,6 +152,14 @@ def with_pytorch_index(selection: Selection, base: str | None = None) -> Selecti
     from envkit.compat.select import PYTORCH_INDEX
     from envkit.render.mirrors import strip_credentials
 
+    import re
+
+    from envkit.errors import UsageError
+
+    if not re.fullmatch(r"(https?|file)://[A-Za-z0-9_.~\-/%:@+\[\]]+", str(base)):
+        raise UsageError(f"the PyTorch index {str(base)[:80]!r} (ENVKIT_PYTORCH_INDEX or 'pytorch_index' in the "
+                         "config file) is not a plain http(s) URL",
+                         "set it to a mirror of https://download.pytorch.org/whl, e.g. https://mirror.example/whl")
     clean = strip_credentials(str(base).rstrip("/"))[0]
     # the reasons name the index too ("pip wheels from <index>/cu130 ..."): they must name the same one
     return replace(selection, pip_index_url=selection.pip_index_url.replace(PYTORCH_INDEX, clean),
@@ -282,7 +290,6 @@ ACTIVATE = ('for f in "$CONDA_PREFIX"/etc/conda/activate.d/*.sh; do [ -f "$f" ] 
 
 def activated_env(prefix: Path) -> dict[str, str]:
     """What `conda activate` sets that matters to a program: PATH, CONDA_PREFIX, env vars from conda-meta/state."""
-    import json
     import os
 
     from envkit import proc
@@ -291,11 +298,9 @@ def activated_env(prefix: Path) -> dict[str, str]:
     env["PATH"] = f"{prefix / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     env["CONDA_PREFIX"] = str(prefix)
     env["CONDA_DEFAULT_ENV"] = prefix.name
-    try:
-        state = json.loads((prefix / "conda-meta" / "state").read_text())
-        env.update({str(k): str(v) for k, v in (state.get("env_vars") or {}).items()})
-    except (OSError, ValueError):
-        pass
+    from envkit.safeio import conda_state_vars
+
+    env.update(conda_state_vars(prefix))
     return env
 
 
@@ -310,9 +315,10 @@ def run_in_env(name: str, command: list[str]) -> int:
     if not command:
         raise EnvkitError("no command given", f"envkit run {name} -- python -c 'import torch'")
     try:
-        return proc.run_interactive(["bash", "-c", ACTIVATE, "envkit-run", *command], env=activated_env(prefix))
+        code = proc.run_interactive(["bash", "-c", ACTIVATE, "envkit-run", *command], env=activated_env(prefix))
     except FileNotFoundError as exc:
         raise EnvkitError(f"cannot run {command[0]}: {exc}", "is bash installed?") from exc
+    return 128 - code if code < 0 else code  # killed by signal N: 128+N, as a shell reports it
 
 
 def remove_env(prefix: Path, *, not_envkit: bool = False) -> Path:
@@ -338,32 +344,43 @@ def remove_env(prefix: Path, *, not_envkit: bool = False) -> Path:
     return real
 
 
-def list_all() -> dict[str, Any]:
-    import json
+def _meta_json(path: Path) -> tuple[dict[str, Any], str | None]:
+    """One env's metadata file: ({}, None) when absent, ({}, why) when unreadable; never raises."""
+    from envkit.errors import EnvkitError
+    from envkit.safeio import load_json_object
 
+    if not path.exists() and not path.is_symlink():
+        return {}, None
+    try:
+        return load_json_object(path, "metadata file", limit=4 * 1024 * 1024), None
+    except EnvkitError as exc:
+        return {}, exc.message
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)[:200]
+
+
+def list_all() -> dict[str, Any]:
     from envkit.locations import META_DIR, list_envs
     from envkit.render import specs
 
     envs = []
     for prefix in list_envs():
         meta = prefix / META_DIR
-        created: dict[str, Any] = {}
-        verify: dict[str, Any] = {}
-        try:
-            created = json.loads((meta / "create.json").read_text())
-        except (OSError, ValueError):
-            pass
-        try:
-            verify = json.loads((meta / "verify.json").read_text())
-        except (OSError, ValueError):
-            pass
-        sel = created.get("selection") or {}
-        envs.append({
-            "name": prefix.name, "prefix": str(prefix), "by_envkit": bool(created),
-            "torch": sel.get("torch"), "cuda": sel.get("cuda"), "flavor": sel.get("flavor"),
-            "created": created.get("created"),
-            "verify": verify.get("outcome"), "verified": verify.get("time"),
-        })
+        created, problem = _meta_json(meta / "create.json")
+        verify, verify_problem = _meta_json(meta / "verify.json")
+        selection = created.get("selection")
+        sel: dict[str, Any] = selection if isinstance(selection, dict) else {}
+        row = {
+            "name": prefix.name, "prefix": str(prefix), "by_envkit": bool(created) or problem is not None,
+            "torch": _text(sel.get("torch")), "cuda": _text(sel.get("cuda")), "flavor": _text(sel.get("flavor")),
+            "created": _text(created.get("created")),
+            "verify": _text(verify.get("outcome")), "verified": _text(verify.get("time")),
+        }
+        if problem or verify_problem:
+            row["unreadable"] = problem or verify_problem
+        envs.append(row)
     spec_rows = []
     for name, path in sorted(specs.available().items()):
         try:

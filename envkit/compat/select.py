@@ -18,6 +18,7 @@ Rules (issue #2), each citing its source:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -53,9 +54,14 @@ def parse_torch_spec(text: str | None) -> SpecifierSet | None:
     text = text.strip()
     try:
         if text[0].isdigit():
+            if not re.fullmatch(r"\d{1,3}(\.\d{1,4}){0,2}", text):  # torch versions are X.Y[.Z]
+                raise InvalidVersion(text)
             Version(text)
             return SpecifierSet(f"=={text}.*" if text.count(".") == 1 else f"=={text}")
-        return SpecifierSet(text)
+        spec = SpecifierSet(text)
+        if len(text) > 200 or any(not re.fullmatch(r"\d{1,3}(\.\d{1,4}){0,2}(\.\*)?", s.version) for s in spec):
+            raise InvalidSpecifier(text)
+        return spec
     except (InvalidSpecifier, InvalidVersion) as exc:
         raise UsageError(f"--torch {text!r} is not a version or a version range",
                          "use a version like 2.5 or 2.5.1, or a range like '>=2.4,<2.7'") from exc

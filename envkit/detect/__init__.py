@@ -15,6 +15,7 @@ the GPU list: indices or UUIDs; empty or -1 hides every GPU ("hidden", not "no d
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -79,7 +80,15 @@ def _cuda_override(cuda: str | None, env: Mapping[str, str]) -> str | None:
     value = env.get("CONDA_OVERRIDE_CUDA")
     if value is None:
         return None
-    return value.strip()
+    value = value.strip()
+    # conda reads it as the __cuda version (conda docs, "Managing virtual packages"): X.Y, or empty
+    if value and not re.fullmatch(r"\d{1,2}(\.\d{1,2}){0,2}", value):
+        from envkit.errors import UsageError
+
+        raise UsageError(f"CONDA_OVERRIDE_CUDA={value[:40]!r} is not a CUDA version",
+                         "set it to the CUDA version to plan for (e.g. CONDA_OVERRIDE_CUDA=12.4), to an empty "
+                         "string for no CUDA, or unset it")
+    return value
 
 
 def _simulated(driver_version: str | None, ccs: Sequence[str], override: str | None) -> Machine:

@@ -28,7 +28,7 @@ from urllib.parse import unquote, urlsplit
 
 from envkit import __version__
 from envkit.engines.base import PlannedPackage  # noqa: F401 (re-exported: it was defined here)
-from envkit.errors import EngineError
+from envkit.errors import EngineError, os_error_hint
 from envkit.render.mirrors import Mirror, canonical_urls
 from envkit.secrets import VAULT, redact
 
@@ -270,6 +270,10 @@ class RattlerEngine:
         if "__glibc" in text:
             return EngineError(f"a package needs a newer glibc than this system has:\n{text}",
                                "pick an older release of that package, or set CONDA_OVERRIDE_GLIBC for another host")
+        fs_hint = os_error_hint(text)
+        if fs_hint is not None:
+            return EngineError(f"could not read or write the package cache {self.settings.cache_dir}: {text}",
+                               fs_hint)
         if kind == "GatewayError" or "could not find subdir" in text or "failed to fetch" in text.lower():
             return EngineError(f"could not read channel repodata: {text}",
                                "check the network (or HTTPS_PROXY); behind a firewall use a mirror: --mirror tuna|ustc|"
@@ -329,10 +333,18 @@ class RattlerEngine:
         """An @EXPLICIT list: each URL is looked up in its channel's repodata and its hash checked."""
         from rattler import Channel, Gateway, SourceConfig, Subdir
 
+        from envkit.errors import InputError
+        from envkit.safeio import read_text
+
         urls = []
-        for line in path.read_text(encoding="utf-8").splitlines():
+        for number, line in enumerate(read_text(path, "explicit file").splitlines(), 1):
             line = line.strip()
             if line and not line.startswith(("#", "@")):
+                if not re.fullmatch(r"(https?|file)://\S+/[\w-]+/[^/\s#]+(\.conda|\.tar\.bz2)(#\S*)?", line):
+                    raise InputError(f"{path}:{number}: {redact(line[:80])!r} is not a package URL "
+                                     "(an @EXPLICIT file lists one https://.../<subdir>/<package>.conda per line)",
+                                     f"fix or delete that line, or export the file again: envkit export NAME "
+                                     "--format explicit")
                 urls.append(line)
         wanted: dict[tuple[str, str], list[tuple[str, str | None]]] = {}
         for raw in urls:
@@ -460,6 +472,7 @@ class RattlerEngine:
                                "free space where the environment and the package cache live (df -h), or use "
                                "--prefix PATH / ENVKIT_CACHE_DIR on a bigger disk")
         return EngineError(f"{what}{where} failed: {cause}\n{text}",
+                           os_error_hint(text) or
                            "nothing was left behind; check the server (or mirror) and run the same command again")
 
 

@@ -17,15 +17,15 @@ from envkit.resources import yaml_scalar, yaml_str  # noqa: F401  (re-exported: 
 
 TEMPLATE = "environment.yml.j2"
 # Conda and pip package names: letters, digits, '.', '_', '-' (conda's and PEP 508's common ground).
-NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
+NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*\Z")
 # Version constraints: what MatchSpec and PEP 440 use, and nothing YAML or jinja could act on.
-VERSION_RE = re.compile(r"^[A-Za-z0-9_.*!+<>=,|~\- ]*$")
-BUILD_RE = re.compile(r"^[A-Za-z0-9_.*+\-]*$")
+VERSION_RE = re.compile(r"^[A-Za-z0-9_.*!+<>=,|~\- ]*\Z")
+BUILD_RE = re.compile(r"^[A-Za-z0-9_.*+\-]*\Z")
 # Channels as conda takes them: a name, owner/label/name (anaconda.org labels), conda-forge/linux-64,
 # an http(s):// or file:// URL, or an absolute local path (conda docs, "Managing channels").
 CHANNEL_RE = re.compile(r"^([A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-]+)*|(https?|file)://[A-Za-z0-9_.~\-/%@:+\[\]]+"
-                        r"|/[A-Za-z0-9_.~\-/%@+]+)$")
-VAR_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+                        r"|/[A-Za-z0-9_.~\-/%@+]+)\Z")
+VAR_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 _NAME_HEAD_RE = re.compile(r"^(?P<name>[A-Za-z0-9_][A-Za-z0-9_.\-]*)(?P<rest>.*)$")
 # What no package spec needs and a YAML file or a jinja template could act on: line breaks (a second
 # YAML key), template markers (envkit's own template and conda-build style recipes), shell markers.
@@ -329,18 +329,8 @@ def check_variables(raw: Any, where: str) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(out))
 
 
-def load_yaml_file(path: Path) -> Any:
-    """Read YAML with errors that name the file and line."""
-    import yaml
+def load_yaml_file(path: Path, what: str = "environment file") -> Any:
+    """Read YAML with errors that name the file and line (bounded: safeio)."""
+    from envkit.safeio import load_yaml
 
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise RenderError(f"cannot read {path}: {exc.strerror or exc}", "check the path") from exc
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise RenderError(f"{where}: YAML syntax error: {problem}", f"fix the YAML in {path}") from exc
+    return load_yaml(path, what)

@@ -21,7 +21,7 @@ TORCH_FAMILY = {"torchvision", "torchaudio"}
 # Packages the selection owns: a spec naming them would fight the per-machine choice.
 SELECTION_OWNED = {"pytorch", "torch", "pytorch-cuda", "cudatoolkit", "cuda-version", "cpuonly",
                    "pytorch-mutex", "pytorch-gpu", "pytorch-cpu", "python", "torchvision", "torchaudio"}
-_PY_RE = re.compile(r"^(3\.\d{1,2}|[<>=!~]=?\s*3\.\d{1,2}(\s*,\s*[<>=!~]=?\s*3\.\d{1,2})*)$")
+_PY_RE = re.compile(r"^(3\.\d{1,2}|[<>=!~]=?\s*3\.\d{1,2}(\s*,\s*[<>=!~]=?\s*3\.\d{1,2})*)\Z")
 
 
 @dataclass(frozen=True)
@@ -92,14 +92,12 @@ def _lines(path: Path, text: str) -> dict[str, int]:
 
 
 def load(name_or_path: str) -> EnvSpec:
-    from envkit.render.envfile import load_yaml_file
+    from envkit.safeio import MAX_YAML_BYTES, loads_yaml, read_text
 
     path = find(name_or_path)
-    try:
-        raw = load_yaml_file(path)
-    except RenderError as exc:
-        raise SpecError(exc.message, exc.hint) from exc
-    lines = _lines(path, path.read_text(encoding="utf-8"))
+    text = read_text(path, "spec", MAX_YAML_BYTES)
+    raw = loads_yaml(text, path, "spec")
+    lines = _lines(path, text)
 
     def where(key: str) -> str:
         return f"{path}:{lines.get(key, 1)}: key '{key}'"
@@ -137,7 +135,7 @@ def _build(path: Path, raw: dict[str, Any], where: Any) -> EnvSpec:
                             "use e.g. \"3.11\" or \">=3.10,<3.13\" (quoted)")
     extras = []
     for item in _list(raw, "torch", where):
-        if item not in TORCH_FAMILY:
+        if not isinstance(item, str) or item not in TORCH_FAMILY:
             raise SpecError(f"{where('torch')}: {item!r} is not a torch-family package",
                             f"allowed: {', '.join(sorted(TORCH_FAMILY))} (torch itself is always included)")
         extras.append(item)
