@@ -268,6 +268,10 @@ def create(name: str, spec: str | None, env_file: str | None, no_adapt: bool, lo
         lock_file = str(bundle.lock_path)
     if spec is None and env_file is None and lock_file is None:
         spec = name if name in available() else "dl_train"
+    for channel in channels:
+        from envkit.render.envfile import check_channel
+
+        check_channel(channel, "--channel")
     opts = CreateOptions(
         name=name, spec=spec, file=Path(env_file) if env_file else None, no_adapt=no_adapt,
         lock=Path(lock_file) if lock_file else None,

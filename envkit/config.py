@@ -6,6 +6,7 @@ Read lazily (never at import) so that `envkit --help` stays instant.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -85,6 +86,7 @@ class FileConfig:
 _SCALARS = {"cuda": "a CUDA version like 12.4, auto or cpu", "torch": "a version like 2.5 or a range",
             "flavor": "conda-forge, pytorch or pip", "mirror": "a profile name or a URL",
             "engine": "rattler, conda, mamba or micromamba", "pytorch_index": "a URL"}
+_FORMATS = {"cuda": r"auto|cpu|\d{1,2}\.\d{1,2}", "pytorch_index": r"(https?|file)://[A-Za-z0-9_.~\-/%:@+\[\]]+"}
 _CHOICES = {"flavor": ("conda-forge", "pytorch", "pip"), "engine": ("rattler", "conda", "mamba", "micromamba")}
 
 
@@ -107,6 +109,8 @@ def _validate(path: Path, data: dict[str, Any]) -> dict[str, Any]:
         if "\n" in out[key] or "\0" in out[key] or len(out[key]) > 2000:
             raise bad(key, want)
         if key in _CHOICES and out[key] not in _CHOICES[key]:
+            raise bad(key, want)
+        if key in _FORMATS and not re.fullmatch(_FORMATS[key], out[key]):
             raise bad(key, want)
     if "sharded_repodata" in data and not isinstance(data["sharded_repodata"], bool):
         raise bad("sharded_repodata", "true or false")

@@ -90,7 +90,9 @@ def read_records(prefix: Path, config: dict[str, Any] | None = None) -> list[Con
         try:
             data = load_json(path, "conda-meta record")
             name, version, build = data["name"], str(data["version"]), str(data["build"])
-        except (OSError, ValueError, KeyError, TypeError, InputError) as exc:
+        except InputError:
+            raise  # not a regular file, too big, not text, not JSON: named by safeio
+        except (OSError, ValueError, KeyError, TypeError) as exc:
             raise ExportError(f"corrupt conda-meta record {path}: {exc}",
                               f"repair or remove {path.name}, or recreate the env (envkit create NAME --force)") from exc
         raw_channel = str(data.get("channel") or "")

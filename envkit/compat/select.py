@@ -51,6 +51,9 @@ def parse_torch_spec(text: str | None) -> SpecifierSet | None:
     """'2.5' -> ==2.5.*, '2.5.1' -> ==2.5.1, '>=2.4,<2.7' as is."""
     if text is None or not text.strip():
         return None
+    if any(ch in text for ch in "\n\r\t\0"):
+        raise UsageError(f"--torch {text!r} contains a control character",
+                         "use a version like 2.5 or 2.5.1, or a range like '>=2.4,<2.7'")
     text = text.strip()
     try:
         if text[0].isdigit():

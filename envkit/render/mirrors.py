@@ -65,7 +65,7 @@ def strip_credentials(url: str) -> tuple[str, bool]:
 
 
 def custom(url: str) -> Mirror:
-    if not re.match(r"^(https?|file)://[^\s]+\Z", url):
+    if not re.match(r"^(https?|file)://[A-Za-z0-9_.~\-/%@:+\[\]]+\Z", url):
         raise MirrorError(f"--mirror {url!r} is neither a known profile nor an http(s) URL",
                           f"use one of {', '.join(builtin_names())} or a URL such as https://mirror.example/conda")
     clean, stripped = strip_credentials(url.rstrip("/"))
