@@ -200,6 +200,7 @@ def render(spec: str | None, from_file: str | None, spec_path: str | None, outpu
     from envkit import output as out
     from envkit.errors import UsageError
     from envkit.fsutil import atomic_write_text
+    from envkit.secrets import redact
     from envkit.stages import render_env
 
     if from_file and (spec or spec_path):
@@ -211,7 +212,7 @@ def render(spec: str | None, from_file: str | None, spec_path: str | None, outpu
     for change in result.changes:
         out.plain(f"changed: {change}", err=True)
     if output:
-        atomic_write_text(Path(output), result.text)
+        atomic_write_text(Path(output), redact(result.text))  # a credential never reaches a file
         sel = result.selection
         out.plain(f"wrote {output}: " + ("no torch (file passed through)" if sel is None else f"torch {sel.torch} "
                   + (f"CUDA {sel.cuda}" if sel.cuda else "CPU") + f", {sel.flavor}"), err=True)
@@ -343,6 +344,7 @@ def export(name: str | None, prefix: str | None, output: str | None, fmt: str, f
     from envkit.export import SIDECAR_SUFFIX, export_env
     from envkit.fsutil import atomic_write_text
     from envkit.locations import find_prefix
+    from envkit.secrets import redact
 
     if fmt != "yaml" and (from_history or env_name):
         raise UsageError("--from-history and --name apply to --format yaml only",
@@ -372,9 +374,9 @@ def export(name: str | None, prefix: str | None, output: str | None, fmt: str, f
     if output:
         if result.sidecar is not None and sidecar_name:
             side = Path(output).parent / sidecar_name
-            atomic_write_text(side, result.sidecar)
+            atomic_write_text(side, redact(result.sidecar))
             out.plain(f"wrote {side} (pip packages and variables the explicit format cannot hold)", err=True)
-        atomic_write_text(Path(output), result.text)
+        atomic_write_text(Path(output), redact(result.text))  # a credential never reaches a file
         out.plain(f"wrote {output}", err=True)
     else:
         sys.stdout.write(result.text)

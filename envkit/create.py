@@ -187,7 +187,12 @@ def _run_pip(prefix: Path, lines: Sequence[str], selection: Selection | None, on
     private = Path(tempfile.mkdtemp(prefix="envkit-pip-"))
     try:
         (private / "requirements.txt").write_text("\n".join(file_lines) + "\n", encoding="utf-8")
-        return _pip_install(prefix, private, secret_env, selection, on_line)
+        installed = _pip_install(prefix, private, secret_env, selection, on_line)
+        from envkit.secrets import redact_file
+
+        for record in prefix.glob("lib/python*/site-packages/*.dist-info/direct_url.json"):
+            redact_file(record)  # PEP 610 keeps the URL a wheel came from: /t/<token>/ paths included
+        return installed
     finally:
         shutil.rmtree(private, ignore_errors=True)
 

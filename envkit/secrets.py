@@ -12,6 +12,7 @@ import base64
 import os
 import re
 import threading
+from pathlib import Path
 from dataclasses import dataclass, field
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
@@ -155,3 +156,14 @@ def bearer_from_env(host: str) -> None:
     token = os.environ.get("ENVKIT_MIRROR_TOKEN")
     if token:
         VAULT.add_bearer(host, token)
+
+
+def redact_file(path: Path) -> None:
+    """Rewrite a file another tool wrote into an env (pip's direct_url.json) without its credentials."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return
+    clean = redact(text)
+    if clean != text:
+        path.write_text(clean, encoding="utf-8")
