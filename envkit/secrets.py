@@ -90,8 +90,8 @@ class Vault:
             if at > 0:
                 userinfo = piece[piece.rfind("/", 0, at) + 1:at]
                 user, sep, password = userinfo.partition(":")
-                if sep:
-                    found += [password, unquote(password), userinfo]
+                if sep:  # (a password with a space: its pieces too, should a message split it)
+                    found += [password, unquote(password), userinfo, *password.split()]
                 elif len(user) >= 20:  # a token used as the user name (https://<token>@host)
                     found.append(user)
             found += [m.group(1) for m in _TOKEN_ANY_RE.finditer(piece)]

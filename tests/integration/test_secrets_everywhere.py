@@ -91,8 +91,7 @@ def test_no_secret_through_any_verb(capsys: pytest.CaptureFixture[str], server: 
     monkeypatch.delenv("ENVKIT_MIRROR")
     run("list")
     run("list", "--json")
-    run("verify", name, "--quick", "--report", str(outputs / "verify.json"))
-    run("verify", name, "--quick", "--json")
+    run("verify", name, "--quick", "--json", "--report", str(outputs / "verify.json"))
     for fmt in ("yaml", "explicit", "lock"):
         run("export", name, "--format", fmt)
         run("export", name, "--format", fmt, "-o", str(outputs / f"export.{fmt}"))
