@@ -108,8 +108,8 @@ class Vault:
 
 
 # Credentials recognised without having been seen before, in well-formed and malformed URLs alike.
-_USERINFO_RE = re.compile(r"(://)[^/\s'\"<>@]*@")  # any scheme, even a typo'd one: drop the userinfo
-_BARE_USERINFO_RE = re.compile(r"([^\s/:@'\"<>=]+):([^\s/@'\"<>]+)@(?=[\w\[])")  # user:pass@host, no scheme
+# (bounded repeats and a start boundary keep every pattern linear: no backtracking blow-up on long lines)
+_USERINFO_RE = re.compile(r"(://)[^/\s'\"<>@]{0,512}@")  # any scheme, even a typo'd one: drop the userinfo
 _TOKEN_ANY_RE = re.compile(r"/t/([^/\s'\"<>]+)(?=[/\s'\"<>]|$)", re.MULTILINE)  # anaconda.org-style tokens
 _BEARER_RE = re.compile(r"\b(Bearer\s+)(?=[\w.~+/=-]*[0-9_-])[\w.~+/=-]{6,}")
 _AUTH_HEADER_RE = re.compile(r"(?i)\b(authorization\s*[:=]\s*)(\w+\s+)?[^\s'\",]+")
@@ -117,10 +117,40 @@ _QUERY_SECRET_RE = re.compile(r"(?i)([?&;](?:token|access_token|api_key|apikey|k
                               r"auth|sig|signature)=)([^&\s'\"<>#]+)")
 
 
+_USERINFO_STOP = frozenset("/'\"(<=,;@")
+
+
+def _redact_bare_userinfo(text: str) -> str:
+    """user:pass@host with no scheme, or after a typo'd one (htps:user:pass@host): the password goes
+    (everything after the first colon of the segment before '@', so a colon in it cannot leak a part).
+
+    Done token by token in plain Python (not one regex), so a long line costs linear time."""
+    if "@" not in text or ":" not in text:
+        return text
+    parts = re.split(r"(\s+)", text)
+    for i, token in enumerate(parts):
+        if "@" not in token or ":" not in token:
+            continue
+        out: list[str] = []
+        last = 0
+        for at in (k for k, ch in enumerate(token) if ch == "@"):
+            if at + 1 >= len(token) or not (token[at + 1].isalnum() or token[at + 1] in "_["):
+                continue
+            start = at
+            while start > max(last, at - 768) and token[start - 1] not in _USERINFO_STOP:
+                start -= 1
+            colon = token.find(":", start, at)
+            if start < colon < at - 1:
+                out.append(token[last:colon + 1] + _REDACTED)
+                last = at
+        parts[i] = "".join(out) + token[last:]
+    return "".join(parts)
+
+
 def redact_patterns(text: str) -> str:
     """The shape-based half of redaction: userinfo, /t/<token>, bearer and Authorization values, ?token=."""
     out = _USERINFO_RE.sub(r"\1", text)
-    out = _BARE_USERINFO_RE.sub(lambda m: f"{m.group(1)}:{_REDACTED}@", out)
+    out = _redact_bare_userinfo(out)
     out = _TOKEN_ANY_RE.sub("/t/" + _REDACTED, out)
     out = _BEARER_RE.sub(lambda m: m.group(1) + _REDACTED, out)
     out = _AUTH_HEADER_RE.sub(lambda m: m.group(1) + (m.group(2) or "") + _REDACTED, out)

@@ -110,3 +110,12 @@ def test_ordinary_text_is_left_alone(text: str) -> None:
     vault = Vault()
     vault.learn(text)
     assert vault.redact(text) == text
+
+
+@pytest.mark.parametrize("text", ["a: " + "[" * 200000, "a:" * 300000, ("a:b" * 100000) + "@x", "x://" * 100000])
+def test_redaction_is_linear_on_long_lines(text: str) -> None:
+    start = time.perf_counter()
+    vault = Vault()
+    vault.learn(text)
+    vault.redact(text)
+    assert time.perf_counter() - start < 2
