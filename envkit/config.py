@@ -92,10 +92,10 @@ _CHOICES = {"flavor": ("conda-forge", "pytorch", "pip"), "engine": ("rattler", "
 
 def _validate(path: Path, data: dict[str, Any]) -> dict[str, Any]:
     """Wrong types become one clear error naming the file and key (numbers are fine where text is meant)."""
-    from envkit.errors import EnvkitError
+    from envkit.errors import EnvkitError, UsageError
 
     def bad(key: str, want: str) -> EnvkitError:
-        return EnvkitError(f"config file {path}: {key}: must be {want}, not {type(data[key]).__name__} "
+        return UsageError(f"config file {path}: {key}: must be {want}, not {type(data[key]).__name__} "
                            f"{str(data[key])[:60]!r}", f"fix '{key}:' in {path}")
 
     out = dict(data)
