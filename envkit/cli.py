@@ -519,6 +519,8 @@ def _os_failure(exc: OSError) -> int:
     where = " ".join(str(f) for f in (exc.filename, exc.filename2) if f)
     text = f"{exc.strerror or exc}" + (f": {where}" if where else "")
     hint = os_error_hint(text)
+    if hint is None and where:  # ENOENT, ENOTDIR, EISDIR, ELOOP... on a path the user named or owns
+        hint = f"check that path: ls -ld {exc.filename}"
     if hint is None:
         return _crash(exc)
     output.error(text, hint)
