@@ -31,7 +31,6 @@ Where envkit deliberately differs (each keeps the environment exactly reversible
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
@@ -100,12 +99,15 @@ def read_env(prefix: str | Path) -> EnvInfo:
 
 
 def _json_vars(path: Path, notes: list[str], *, whole: bool) -> dict[str, str]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    from envkit.errors import InputError
+    from envkit.safeio import load_json
+
+    if not path.exists() and not path.is_symlink():
         return {}
-    except (OSError, ValueError) as exc:
-        notes.append(f"{path} is unreadable ({exc}); its variables were not set")
+    try:
+        data = load_json(path, "conda variables file", limit=1 << 20)  # bounded: not a device, FIFO or bomb
+    except InputError as exc:
+        notes.append(f"{exc.message}; its variables were not set")
         return {}
     table = data if whole else (data.get("env_vars") if isinstance(data, dict) else None)
     if not isinstance(table, dict):

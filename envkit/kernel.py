@@ -21,6 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from envkit.errors import InputError
+from envkit.safeio import load_json
+
 MARK = "envkit"
 
 
@@ -56,15 +59,17 @@ def has_ipykernel(prefix: Path) -> bool:
 def torch_of(prefix: Path) -> tuple[str | None, str | None]:
     """(torch version, 'CUDA X.Y' or 'CPU'): envkit's own record first, then conda-meta, then pip's dist-info."""
     try:
-        sel = json.loads((prefix / ".envkit" / "create.json").read_text()).get("selection") or {}
+        sel = load_json(prefix / ".envkit" / "create.json", "metadata file").get("selection") or {}
         if sel.get("torch"):
             return str(sel["torch"]), (f"CUDA {sel['cuda']}" if sel.get("cuda") else "CPU")
-    except (OSError, ValueError, AttributeError):
+    except (InputError, AttributeError):
         pass
     for record in sorted((prefix / "conda-meta").glob("pytorch-[0-9]*.json")):
         try:
-            data = json.loads(record.read_text())
-        except (OSError, ValueError):
+            data = load_json(record, "conda-meta record")
+        except InputError:
+            continue
+        if not isinstance(data, dict):
             continue
         build = str(data.get("build", ""))
         # conda-forge builds read cuda126_..., the pytorch channel's py3.12_cuda12.4_...
@@ -105,9 +110,9 @@ def kernel_spec(prefix: Path, env_name: str) -> dict[str, Any]:
 def _owner(folder: Path) -> str | None:
     """The prefix an envkit-made spec belongs to; None for a spec envkit did not write."""
     try:
-        data = json.loads((folder / "kernel.json").read_text())
+        data = load_json(folder / "kernel.json", "kernel spec", limit=1 << 20)
         return str(data["metadata"][MARK]["prefix"])
-    except (OSError, ValueError, KeyError, TypeError):
+    except (InputError, KeyError, TypeError):
         return None
 
 

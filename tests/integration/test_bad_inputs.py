@@ -138,6 +138,8 @@ def file_cases() -> list[Case]:
             ("state-run", ("run", "e1", "--", "true"), (("ENVKIT_HOME", "{W}/homes/state-" + kind),),
              kind == "missing", ""),
             ("state-export", ("export", "e1"), (("ENVKIT_HOME", "{W}/homes/state-" + kind),), kind == "missing", ""),
+            ("state-activate", ("activate", "e1"), (("ENVKIT_HOME", "{W}/homes/state-" + kind),), True, ""),
+            ("createjson-kernel", ("kernel", "e1"), (("ENVKIT_HOME", "{W}/homes/createjson-" + kind),), True, ""),
             ("record-export", ("export", "e1"), (("ENVKIT_HOME", "{W}/homes/record-" + kind),), kind == "missing", ""),
             ("history-export", ("export", "e1", "--from-history"), (("ENVKIT_HOME", "{W}/homes/history-" + kind),),
              kind not in HOSTILE and kind not in ("folder", "dangling"), ""),
@@ -216,7 +218,7 @@ def option_cases() -> list[Case]:
     for i, v in enumerate(NAMES):
         cases.append(Case(f"name-create-{i}", ("create", v, "--cuda", "cpu", "--dry-run")))
         cases.append(Case(f"name-render-{i}", ("render", "minimal", "--cuda", "cpu", "--name", v)))
-        for verb in ("verify", "export", "run", "remove"):
+        for verb in ("verify", "export", "run", "remove", "activate", "kernel", "shell"):
             extra = ("--", "true") if verb == "run" else ("--yes",) if verb == "remove" else ()
             cases.append(Case(f"name-{verb}-{i}", (verb, v, *extra)))
     create = ("create", "n1", "--cuda", "cpu", "--dry-run")
@@ -326,7 +328,8 @@ def test_the_generator_covers_the_ground() -> None:
     """Several hundred cases; every verb; every file kind; the subprocess set is not empty."""
     assert len(ALL) >= 600, len(ALL)
     verbs = {c.argv[0] for c in ALL}
-    assert {"detect", "render", "create", "verify", "export", "list", "run", "remove"} <= verbs
+    assert {"detect", "render", "create", "verify", "export", "list", "run", "remove", "activate", "kernel",
+            "shell"} <= verbs
     assert {k for k in KINDS if any(c.id.endswith("-" + k) for c in ALL)} == set(KINDS)
     assert sum(c.sub for c in ALL) >= 30
 
