@@ -125,10 +125,21 @@ class Facts:
     errors: list[str] = field(default_factory=list)
 
 
+def _read(path: Path) -> str:
+    """Bounded (safeio): a file in an env may be a FIFO, a device or huge; any of that reads as OSError."""
+    from envkit.errors import InputError
+    from envkit.safeio import read_bytes
+
+    try:
+        return read_bytes(path, "file").decode("utf-8", "replace")
+    except InputError as exc:
+        raise OSError(exc.message) from None
+
+
 def _json(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(_read(path))
+    except (OSError, ValueError, RecursionError):
         return {}
     return data if isinstance(data, dict) else {}
 
@@ -166,21 +177,21 @@ def _metadata(path: Path) -> tuple[str | None, str | None, tuple[str, ...]]:
     name = version = None
     requires: list[str] = []
     try:
-        with path.open(encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                if not line.strip():
-                    break
-                key, sep, value = line.partition(":")
-                if not sep:
-                    continue
-                if key == "Name" and name is None:
-                    name = value.strip()
-                elif key == "Version" and version is None:
-                    version = value.strip()
-                elif key == "Requires-Dist":
-                    requires.append(value.strip())
+        lines = _read(path).splitlines()
     except OSError:
-        pass
+        lines = []
+    for line in lines:
+        if not line.strip():
+            break
+        key, sep, value = line.partition(":")
+        if not sep:
+            continue
+        if key == "Name" and name is None:
+            name = value.strip()
+        elif key == "Version" and version is None:
+            version = value.strip()
+        elif key == "Requires-Dist":
+            requires.append(value.strip())
     return name, version, tuple(requires)
 
 
@@ -210,7 +221,7 @@ def gather(prefix: Path) -> Facts:
             if f"{rel_site}/{dist.name}/METADATA" in conda_files:
                 continue
             try:
-                installer = (dist / "INSTALLER").read_text(errors="replace").strip()
+                installer = _read(dist / "INSTALLER").strip()
             except OSError:
                 installer = ""
             if installer == "conda":
@@ -258,7 +269,7 @@ def cuda_of_local(version: str) -> str | None:
 def _version_py(site: Path) -> tuple[str | None, str | None] | None:
     """torch/version.py: (__version__, cuda) as torch itself reports them, read as text."""
     try:
-        text = (site / "torch" / "version.py").read_text(encoding="utf-8", errors="replace")
+        text = _read(site / "torch" / "version.py")
     except OSError:
         return None
     version = re.search(r"^__version__\s*(?::[^=]*)?=\s*['\"]([^'\"]+)['\"]", text, re.M)
@@ -300,7 +311,7 @@ def importable(facts: Facts, copies: Sequence[TorchCopy]) -> tuple[TorchCopy | N
     for d in facts.pip:
         if _norm(d.name) == "torch":
             try:
-                record = (d.path / "RECORD").read_text(encoding="utf-8", errors="replace")
+                record = _read(d.path / "RECORD")
             except OSError:
                 record = ""
             if re.search(r"^torch/__init__\.py,", record, re.M):
@@ -515,7 +526,7 @@ def _toolkit_version(nvcc: str) -> str | None:
     if version:
         return str(version)
     try:
-        match = re.search(r"CUDA Version\s+([\d.]+)", (root / "version.txt").read_text(errors="replace"))
+        match = re.search(r"CUDA Version\s+([\d.]+)", _read(root / "version.txt"))
     except OSError:
         return None
     return match.group(1) if match else None

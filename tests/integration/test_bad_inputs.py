@@ -71,7 +71,7 @@ KINDS: dict[str, bytes | str] = {
 }
 HOSTILE = {"bomb", "deeper", "huge", "zero", "urandom", "fifo"}
 NEEDS_SUBPROCESS = {"urandom", "fifo"}  # would hang an in-process run if the bound ever regressed
-SUBPROCESS_SLOTS = {"render-from", "create-lock", "config-detect", "specpath-list", "state-run"}
+SUBPROCESS_SLOTS = {"render-from", "create-lock", "config-detect", "specpath-list", "state-run", "record-doctor"}
 # what a config file may legitimately contain: keys envkit does not know are left alone
 CONFIG_LENIENT = {"empty", "name-int", "name-list", "name-date", "deps-map", "dep-nested", "channels-int",
                   "channel-map", "pip-int", "pip-template", "variables-list", "missing"}
@@ -85,6 +85,7 @@ class Case:
     ok: bool = False  # exit 0 is a correct answer too (a lenient slot: e.g. list shows a broken env)
     expect: str = ""  # text that must appear in the output
     sub: bool = False  # also run as a real subprocess
+    codes: tuple[int, ...] = ()  # other exit codes that are a verdict, not a failure (doctor: 5 = problems found)
 
     def __str__(self) -> str:
         return self.id
@@ -140,6 +141,9 @@ def file_cases() -> list[Case]:
             ("state-export", ("export", "e1"), (("ENVKIT_HOME", "{W}/homes/state-" + kind),), kind == "missing", ""),
             ("state-activate", ("activate", "e1"), (("ENVKIT_HOME", "{W}/homes/state-" + kind),), True, ""),
             ("createjson-kernel", ("kernel", "e1"), (("ENVKIT_HOME", "{W}/homes/createjson-" + kind),), True, ""),
+            ("createjson-doctor", ("doctor", "e1"), (("ENVKIT_HOME", "{W}/homes/createjson-" + kind),), True, ""),
+            ("state-doctor", ("doctor", "e1"), (("ENVKIT_HOME", "{W}/homes/state-" + kind),), True, ""),
+            ("record-doctor", ("doctor", "e1", "--json"), (("ENVKIT_HOME", "{W}/homes/record-" + kind),), True, ""),
             ("record-export", ("export", "e1"), (("ENVKIT_HOME", "{W}/homes/record-" + kind),), kind == "missing", ""),
             ("history-export", ("export", "e1", "--from-history"), (("ENVKIT_HOME", "{W}/homes/history-" + kind),),
              kind not in HOSTILE and kind not in ("folder", "dangling"), ""),
@@ -148,7 +152,8 @@ def file_cases() -> list[Case]:
             use_sub = sub and slot in SUBPROCESS_SLOTS
             if (only_sub and not use_sub) or (ok and slot == "create-spec"):
                 continue  # (a valid spec would go on to solve against the real channels)
-            cases.append(Case(f"file-{slot}-{kind}", argv, env, ok, expect, use_sub))
+            codes = (5,) if argv[0] == "doctor" else ()
+            cases.append(Case(f"file-{slot}-{kind}", argv, env, ok, expect, use_sub, codes))
     return cases
 
 
@@ -218,7 +223,7 @@ def option_cases() -> list[Case]:
     for i, v in enumerate(NAMES):
         cases.append(Case(f"name-create-{i}", ("create", v, "--cuda", "cpu", "--dry-run")))
         cases.append(Case(f"name-render-{i}", ("render", "minimal", "--cuda", "cpu", "--name", v)))
-        for verb in ("verify", "export", "run", "remove", "activate", "kernel", "shell"):
+        for verb in ("verify", "export", "run", "remove", "activate", "kernel", "shell", "doctor"):
             extra = ("--", "true") if verb == "run" else ("--yes",) if verb == "remove" else ()
             cases.append(Case(f"name-{verb}-{i}", (verb, v, *extra)))
     create = ("create", "n1", "--cuda", "cpu", "--dry-run")
@@ -311,7 +316,7 @@ def check(case: Case, code: int, out: str, err: str, seconds: float, peak_mb: fl
         assert secret not in text, text
     if case.expect:
         assert case.expect in text, text
-    if code == 0:
+    if code == 0 or code in case.codes:
         assert case.ok, f"accepted: {text[-2000:]}"
         return
     assert code in (1, 2), (code, text[-2000:])
@@ -329,7 +334,7 @@ def test_the_generator_covers_the_ground() -> None:
     assert len(ALL) >= 600, len(ALL)
     verbs = {c.argv[0] for c in ALL}
     assert {"detect", "render", "create", "verify", "export", "list", "run", "remove", "activate", "kernel",
-            "shell"} <= verbs
+            "shell", "doctor"} <= verbs
     assert {k for k in KINDS if any(c.id.endswith("-" + k) for c in ALL)} == set(KINDS)
     assert sum(c.sub for c in ALL) >= 30
 
