@@ -125,6 +125,26 @@ def _kill_group(proc: subprocess.Popen[str] | subprocess.Popen[bytes]) -> None:
             pass
 
 
+def _kill_pipe_holders(fds: Sequence[int]) -> None:
+    """SIGKILL every process that holds the other end of these pipes (Linux /proc): a payload's
+    grandchild that detached into its own session is found by the pipe it inherited, and only by it."""
+    try:
+        inodes = {f"pipe:[{os.fstat(fd).st_ino}]" for fd in fds}
+        pids = [p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]
+    except OSError:
+        return
+    for pid in pids:
+        try:
+            links = {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+        except OSError:
+            continue
+        if links & inodes:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except OSError:
+                pass
+
+
 def run_interactive(argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> int:
     """Run with the terminal attached (envkit run); Ctrl-C goes to the child; return its exit code."""
     argv = tuple(str(a) for a in argv)
@@ -152,7 +172,8 @@ def run_bounded(argv: Sequence[str], *, timeout: float, env: Mapping[str, str] |
     Its own session and process group (killed as a whole at the deadline and after it exits);
     each stream drained continuously and capped at `cap` bytes (the tail is kept, the excess
     counted); after the deadline, or `grace` seconds after the program exited, envkit stops
-    reading and closes the pipes even if a detached grandchild (setsid) still holds them open.
+    reading and closes the pipes even if a detached grandchild (setsid) still holds them open, and
+    kills whoever holds them (found through /proc by the pipe, so nothing else is touched).
     Raises OSError when the program cannot be started (not found, not executable, exec format).
     """
     import selectors
@@ -205,6 +226,8 @@ def run_bounded(argv: Sequence[str], *, timeout: float, env: Mapping[str, str] |
                 timed_out = True
     finally:
         _kill_group(proc)  # the deadline passed, or leftovers of a finished payload: the whole group goes
+        if selector.get_map():  # a pipe is still open: someone left the group (setsid) and holds it
+            _kill_pipe_holders([fd for fd in streams if fd in selector.get_map()])
         try:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:

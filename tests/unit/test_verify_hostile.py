@@ -72,20 +72,37 @@ def test_a_report_cut_off_mid_line_is_not_pass(tmp_path: Path) -> None:
     assert report.outcome == "FAIL" and "cut off" in report.summary
 
 
+def _gone(pid: int) -> bool:
+    for _ in range(100):
+        try:
+            os.kill(pid, 0)
+            with open(f"/proc/{pid}/stat") as handle:
+                if handle.read().split(") ", 1)[1].startswith("Z"):
+                    return True
+        except (ProcessLookupError, FileNotFoundError):
+            return True
+        time.sleep(0.05)
+    return False
+
+
 def test_a_detached_grandchild_holding_stdout_does_not_defeat_the_timeout(tmp_path: Path) -> None:
     # the grandchild leaves the payload's session (setsid) and keeps the stdout pipe open for 60 s
-    exe = stand_in(tmp_path, "python", "setsid sleep 60 & sleep 60")
+    pidfile = tmp_path / "pid"
+    exe = stand_in(tmp_path, "python", f"setsid sh -c 'echo $$ > {pidfile}; exec sleep 60' & sleep 60")
     start = time.monotonic()
     report = run_payload(exe, {}, None, timeout=1.5)
     assert time.monotonic() - start < 8
     assert report.outcome == "FAIL" and "timed out after 1.5 s" in report.summary
+    assert _gone(int(pidfile.read_text())), "the detached grandchild still runs"
 
 
 def test_a_payload_that_exits_while_a_grandchild_keeps_the_pipe_returns_promptly(tmp_path: Path) -> None:
-    exe = report_then(tmp_path, "setsid sleep 60 & exit 0")
+    pidfile = tmp_path / "pid"
+    exe = report_then(tmp_path, f"setsid sh -c 'echo $$ > {pidfile}; exec sleep 60' & sleep 0.2; exit 0")
     start = time.monotonic()
     report = run_payload(exe, {}, None, timeout=120)
     assert time.monotonic() - start < 8 and report.outcome == "PASS"
+    assert _gone(int(pidfile.read_text())), "the detached grandchild still runs"
 
 
 def test_a_flood_is_capped_and_drained(tmp_path: Path) -> None:
