@@ -94,7 +94,8 @@ class Vault:
                     found += [password, unquote(password), userinfo, *password.split()]
                 elif len(user) >= 20:  # a token used as the user name (https://<token>@host)
                     found.append(user)
-            found += [m.group(1) for m in _TOKEN_ANY_RE.finditer(piece)]
+            if _URLISH_RE.search(piece) and not any(ch.isspace() for ch in piece):
+                found += [m.group(1) for m in _TOKEN_ANY_RE.finditer(piece)]
             found += [m.group(2) for m in _QUERY_SECRET_RE.finditer(piece)]
         with self.lock:
             self.secrets.update(s.strip() for s in found if len(s.strip()) >= 3)
@@ -110,7 +111,13 @@ class Vault:
 # Credentials recognised without having been seen before, in well-formed and malformed URLs alike.
 # (bounded repeats and a start boundary keep every pattern linear: no backtracking blow-up on long lines)
 _USERINFO_RE = re.compile(r"(://)[^/\s'\"<>@]{0,512}@")  # any scheme, even a typo'd one: drop the userinfo
-_TOKEN_ANY_RE = re.compile(r"/t/([^/\s'\"<>]+)(?=[/\s'\"<>]|$)", re.MULTILINE)  # anaconda.org-style tokens
+# anaconda.org-style /t/<token>/ in anything URL-like (a '//' earlier in the same word, even with a typo'd
+# scheme), or a token-shaped /t/ segment anywhere; a plain folder named t (/scratch/t/envs) is left alone
+_TOKEN_ANY_RE = re.compile(r"/t/([^/\s'\"<>]+)(?=[/\s'\"<>]|$)", re.MULTILINE)
+_TOKEN_SHAPE_RE = re.compile(r"(?=[^/\s'\"<>]*\d)[\w.-]{20,}")
+_WORD_BREAK_RE = re.compile(r"[\s'\"<>]")
+_SCHEMEISH_RE = re.compile(r"[A-Za-z][\w+.-]*:/")
+_URLISH_RE = re.compile(r"//|^[A-Za-z][\w+.-]*:/")
 _BEARER_RE = re.compile(r"\b(Bearer\s+)(?=[\w.~+/=-]*[0-9_-])[\w.~+/=-]{6,}")
 _AUTH_HEADER_RE = re.compile(r"(?i)\b(authorization\s*[:=]\s*)(\w+\s+)?[^\s'\",]+")
 _QUERY_SECRET_RE = re.compile(r"(?i)([?&;](?:token|access_token|api_key|apikey|key|password|passwd|pass|secret|"
@@ -147,11 +154,32 @@ def _redact_bare_userinfo(text: str) -> str:
     return "".join(parts)
 
 
+def _redact_tokens(text: str) -> str:
+    """/t/<token> segments inside URL-like words (linear: bisect over the '//' and word-break positions)."""
+    if "/t/" not in text:
+        return text
+    import bisect
+
+    breaks = [m.start() for m in _WORD_BREAK_RE.finditer(text)]
+    slashes = [m.start() for m in re.finditer("//", text)]
+
+    def replace(m: re.Match[str]) -> str:
+        at = m.start()
+        i = bisect.bisect_left(slashes, at) - 1
+        word_start = breaks[bisect.bisect_left(breaks, at) - 1] if breaks and breaks[0] < at else -1
+        if (i >= 0 and slashes[i] > word_start) or _SCHEMEISH_RE.match(text, word_start + 1) \
+                or _TOKEN_SHAPE_RE.fullmatch(m.group(1)):
+            return "/t/" + _REDACTED
+        return m.group(0)
+
+    return _TOKEN_ANY_RE.sub(replace, text)
+
+
 def redact_patterns(text: str) -> str:
     """The shape-based half of redaction: userinfo, /t/<token>, bearer and Authorization values, ?token=."""
     out = _USERINFO_RE.sub(r"\1", text)
     out = _redact_bare_userinfo(out)
-    out = _TOKEN_ANY_RE.sub("/t/" + _REDACTED, out)
+    out = _redact_tokens(out)
     out = _BEARER_RE.sub(lambda m: m.group(1) + _REDACTED, out)
     out = _AUTH_HEADER_RE.sub(lambda m: m.group(1) + (m.group(2) or "") + _REDACTED, out)
     return _QUERY_SECRET_RE.sub(lambda m: m.group(1) + _REDACTED, out)
