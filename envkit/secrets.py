@@ -110,7 +110,7 @@ class Vault:
 
 # Credentials recognised without having been seen before, in well-formed and malformed URLs alike.
 # (bounded repeats and a start boundary keep every pattern linear: no backtracking blow-up on long lines)
-_USERINFO_RE = re.compile(r"(://)[^/\s'\"<>@]{0,512}@")  # any scheme, even a typo'd one: drop the userinfo
+_USERINFO_RE = re.compile(r"(://)([^/\s'\"<>@]{0,512})@")  # any scheme, even a typo'd one
 # anaconda.org-style /t/<token>/ in anything URL-like (a '//' earlier in the same word, even with a typo'd
 # scheme), or a token-shaped /t/ segment anywhere; a plain folder named t (/scratch/t/envs) is left alone
 _TOKEN_ANY_RE = re.compile(r"/t/([^/\s'\"<>]+)(?=[/\s'\"<>]|$)", re.MULTILINE)
@@ -154,6 +154,12 @@ def _redact_bare_userinfo(text: str) -> str:
     return "".join(parts)
 
 
+def _drop_userinfo(m: re.Match[str]) -> str:
+    """user:pass@ and a token used as the user (https://<token>@host) go; a plain user (ssh://git@) stays."""
+    userinfo = m.group(2)
+    return m.group(1) if ":" in userinfo or len(userinfo) >= 20 else m.group(0)
+
+
 def _redact_tokens(text: str) -> str:
     """/t/<token> segments inside URL-like words (linear: bisect over the '//' and word-break positions)."""
     if "/t/" not in text:
@@ -177,7 +183,7 @@ def _redact_tokens(text: str) -> str:
 
 def redact_patterns(text: str) -> str:
     """The shape-based half of redaction: userinfo, /t/<token>, bearer and Authorization values, ?token=."""
-    out = _USERINFO_RE.sub(r"\1", text)
+    out = _USERINFO_RE.sub(_drop_userinfo, text)
     out = _redact_bare_userinfo(out)
     out = _redact_tokens(out)
     out = _BEARER_RE.sub(lambda m: m.group(1) + _REDACTED, out)

@@ -88,7 +88,7 @@ def test_json_objects(tmp_path: Path) -> None:
     ("Authorization: Bearer tk-7xx-secret", "tk-7xx-secret"),
     ("header Bearer tk-8xx-secret sent", "tk-8xx-secret"),
     ("https://h/x?token=TK9xx&a=1", "TK9xx"),
-    ("https://TOKEN10xx@github.com/x", "TOKEN10xx"),
+    ("https://ghp_TOKEN10xxxxxxxxxxxxxxxxxx@github.com/x", "ghp_TOKEN10xxxxxxxxxxxxxxxxxx"),
 ])
 def test_credentials_in_malformed_urls_are_redacted_by_shape(text: str, secret: str) -> None:
     assert secret not in redact_patterns(text)
@@ -103,6 +103,7 @@ def test_learned_values_cover_what_shape_cannot() -> None:
 
 @pytest.mark.parametrize("text", [
     "git+https://github.com/org/repo@v1.0", "pkg @ https://host/x.whl", "pytorch=2.5=cuda*",
+    "pkg @ git+ssh://git@github.com/org/repo.git", "git@github.com:org/repo.git",
     "ENVKIT_MIRROR_TOKEN  bearer token sent to the mirror's host", "basic authentication failed",
     "torch 2.13.0 · CUDA 13.0 (cuda130)", "user@example.org",
 ])
