@@ -96,6 +96,9 @@ def test_no_secret_through_any_verb(capsys: pytest.CaptureFixture[str], server: 
         run("export", name, "--format", fmt)
         run("export", name, "--format", fmt, "-o", str(outputs / f"export.{fmt}"))
     run("run", name, "--", "true")
+    run("activate", name)
+    run("doctor", name, "--json")
+    run("doctor", name)
     run("create", f"{name}-dry", "--spec", "minimal", *GPU, "--python", PY, "--mirror", mirror, "--dry-run")
     run("-v", "create", f"{name}-2", "--spec", "minimal", *GPU, "--python", PY, "--mirror", mirror, "--no-verify",
         "--json")
