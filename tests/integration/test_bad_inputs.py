@@ -145,6 +145,8 @@ def file_cases() -> list[Case]:
             ("state-doctor", ("doctor", "e1"), (("ENVKIT_HOME", "{W}/homes/state-" + kind),), True, ""),
             ("record-doctor", ("doctor", "e1", "--json"), (("ENVKIT_HOME", "{W}/homes/record-" + kind),), True, ""),
             ("record-export", ("export", "e1"), (("ENVKIT_HOME", "{W}/homes/record-" + kind),), kind == "missing", ""),
+            ("record-export-lock", ("export", "e1", "--format", "lock"), (("ENVKIT_HOME", "{W}/homes/record-" + kind),),
+             kind == "missing", ""),
             ("history-export", ("export", "e1", "--from-history"), (("ENVKIT_HOME", "{W}/homes/history-" + kind),),
              kind not in HOSTILE and kind not in ("folder", "dangling"), ""),
         ]
