@@ -23,6 +23,8 @@ from pathlib import Path
 import pytest
 
 from helpers import run_cli
+from testbed.channel import PY
+from testbed.server import ChannelServer
 
 LIMIT_S = 5.0
 LIMIT_MB = 500
@@ -451,3 +453,18 @@ def test_one_broken_env_does_not_hide_the_others(capsys: pytest.CaptureFixture[s
     assert rows["good"]["torch"] == "2.13.0" and "unreadable" not in rows["good"]
     assert "not valid JSON" in rows["broken"]["unreadable"]
 
+
+
+@pytest.mark.parametrize("target", ["dangling", "file"])
+def test_a_bad_target_fails_before_anything_is_downloaded(capsys: pytest.CaptureFixture[str], server: ChannelServer,
+                                                         tmp_path: Path, target: str) -> None:
+    prefix = tmp_path / "target"
+    if target == "dangling":
+        prefix.symlink_to(tmp_path / "nowhere")
+    else:
+        prefix.write_text("user data\n")
+    code, out, err = run_cli(capsys, "create", "x", "--prefix", str(prefix), "--spec", "minimal", "--cuda", "13.0",
+                             "--python", PY, "--mirror", server.url, "--force", "--no-verify")
+    assert code == 1 and "Traceback" not in out + err and "fix:" in err
+    assert not server.hits(".conda"), "the install started before the target was checked"
+    assert prefix.is_symlink() if target == "dangling" else prefix.read_text() == "user data\n"
