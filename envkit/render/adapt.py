@@ -462,10 +462,12 @@ def _nested_files(lines: tuple[PipLine, ...], folder: Path) -> list[tuple[PipLin
         if line.option not in ("-r", "-c"):
             continue
         path = Path(_resolve(line.arg, folder).removeprefix("file:"))
-        try:
-            with path.open(encoding="utf-8", errors="replace") as handle:
-                out.append((line, path, handle.read(200_000)))
-        except OSError:
+        from envkit.errors import InputError
+        from envkit.safeio import read_bytes
+
+        try:  # bounded: a FIFO or device named by -r must not hang the render
+            out.append((line, path, read_bytes(path, "requirements file", 1 << 20).decode("utf-8", "replace")))
+        except InputError:
             continue
     return out
 

@@ -245,6 +245,7 @@ def option_cases() -> list[Case]:
         Case("create-home-file", ("create", "n1", "--cuda", "cpu"), (("ENVKIT_HOME", "{W}/files/empty.yml"),)),
         Case("create-lock-and-engine", ("create", "n1", "--lock", "{W}/files/empty.yml", "--engine", "conda")),
         Case("create-file-missing", ("create", "n1", "--file", "{W}/nope.yml")),
+        Case("render-from-r-fifo", ("render", "--from", "{W}/r-fifo.yml", "--cuda", "cpu"), ok=True, sub=True),
         Case("render-both", ("render", "minimal", "--from", "{W}/files/empty.yml")),
         Case("render-unknown-spec", ("render", "nope")),
         Case("render-spec-traversal", ("render", "../../etc/passwd")),
@@ -300,6 +301,8 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
             (w / "configs").mkdir(exist_ok=True)
             (w / "configs" / f"{key}-{i}.yaml").write_text(f"{key}: {v}\n")
     (w / "folder-config").mkdir()
+    os.mkfifo(w / "requirements-fifo.txt")
+    (w / "r-fifo.yml").write_text(f"name: r\ndependencies:\n  - python\n  - pip:\n    - -r {w}/requirements-fifo.txt\n")
     (w / "dangling-prefix").symlink_to(w / "no-such-target")
     (w / "exec-format").write_bytes(b"\x7fELF\x02\x01\x01" + b"\0" * 64)
     (w / "exec-format").chmod(0o755)
