@@ -319,9 +319,11 @@ class RedactingStream:
         self.inner = inner
         self._pending = ""
 
-    def write(self, text: str) -> int:
+    def write(self, text: str | bytes) -> int:
         from envkit.secrets import redact
 
+        if isinstance(text, (bytes, bytearray)):  # click.echo(bytes) falls back to the text stream: no .buffer here
+            text = bytes(text).decode(self.encoding, "replace")
         self._pending += text
         cut = max(self._pending.rfind("\n"), self._pending.rfind("\r"))
         if cut >= 0:

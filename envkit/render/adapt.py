@@ -150,9 +150,6 @@ def parse_file(path: Path) -> Parsed:
             torch = nested["torch"]
     prefix = raw.get("prefix")
     name = raw.get("name")
-    if name is not None and not isinstance(name, str):
-        raise RenderError(f"{path}: 'name' must be a string, not {type(name).__name__} {str(name)[:40]!r}",
-                          f"write name: my-env in {path}, or pass --name")
     ignored = tuple(sorted(str(k) for k in raw if k not in ("name", "channels", "dependencies", "variables",
                                                               "prefix")))
     return Parsed(name=name, channels=tuple(str(c) for c in channels if c is not None),
