@@ -149,12 +149,11 @@ def with_pytorch_index(selection: Selection, base: str | None = None) -> Selecti
     base = base or pytorch_index_base()
     if not base or selection.pip_index_url is None:
         return selection
-    from envkit.compat.select import PYTORCH_INDEX
-    from envkit.render.mirrors import strip_credentials
-
     import re
 
+    from envkit.compat.select import PYTORCH_INDEX
     from envkit.errors import UsageError
+    from envkit.render.mirrors import strip_credentials
 
     if not re.fullmatch(r"(https?|file)://[A-Za-z0-9_.~\-/%:@+\[\]]+", str(base)):
         raise UsageError(f"the PyTorch index {str(base)[:80]!r} (ENVKIT_PYTORCH_INDEX or 'pytorch_index' in the "
