@@ -178,6 +178,7 @@ def pip_index_env(lines: Sequence[str]) -> tuple[list[str], dict[str, str]]:
 def _run_pip(prefix: Path, lines: Sequence[str], selection: Selection | None, on_line: Any) -> tuple[str, ...]:
     """The env keeps a redacted record of the pip section; pip reads the real one from a private
     folder (0700, outside the env, removed afterwards), so a credential never lands in the env."""
+    import shutil
     import tempfile
 
     reqs = prefix / META_DIR / "requirements.txt"

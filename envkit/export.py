@@ -123,7 +123,7 @@ def read_pip(prefix: Path, records: list[CondaRecord]) -> list[PipPackage]:
     for site in _site_packages(prefix):
         rel_site = site.relative_to(prefix).as_posix()
         for dist in sorted(site.glob("*.dist-info")):
-            installer = (dist / "INSTALLER").read_text(errors="replace").strip() if (dist / "INSTALLER").exists() else ""
+            installer = _small_text(dist / "INSTALLER").strip() if (dist / "INSTALLER").exists() else ""
             if installer == "conda" or f"{rel_site}/{dist.name}/METADATA" in conda_files:
                 continue
             meta = _metadata(dist / "METADATA")
@@ -134,10 +134,20 @@ def read_pip(prefix: Path, records: list[CondaRecord]) -> list[PipPackage]:
     return sorted(out, key=lambda p: p.name.lower())
 
 
+def _small_text(path: Path) -> str:
+    """A dist-info file, bounded (safeio): a FIFO or device planted in an env reads as empty."""
+    from envkit.safeio import read_bytes
+
+    try:
+        return read_bytes(path, "file", 1 << 20).decode("utf-8", "replace")
+    except InputError:
+        return ""
+
+
 def _metadata(path: Path) -> dict[str, str]:
     fields: dict[str, str] = {}
     try:
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        for line in _small_text(path).splitlines():
             if not line.strip():
                 break
             key, sep, value = line.partition(":")

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envkit import __version__
-from envkit.errors import EnvkitError
+from envkit.errors import EnvkitError, InputError
+from envkit.safeio import load_json
 
 OWNER_FILE = Path(".envkit") / "owner.json"
 FOREIGN_FLAG = "--not-envkit"
@@ -74,8 +75,8 @@ def forget(prefix: Path) -> None:
 
 def _marker_id(prefix: Path) -> str | None:
     try:
-        data = json.loads((prefix / OWNER_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = load_json(prefix / OWNER_FILE, "ownership marker", limit=1 << 20)
+    except InputError:
         return None
     owner_id = data.get("id") if isinstance(data, dict) else None
     return owner_id if isinstance(owner_id, str) and owner_id.isalnum() else None
@@ -83,13 +84,14 @@ def _marker_id(prefix: Path) -> str | None:
 
 def ownership(prefix: Path, expected_id: str | None = None) -> Ownership:
     """Marker in the env, the same id in the registry, both naming this path (`expected_id`: that id)."""
-    try:
-        data = json.loads((prefix / OWNER_FILE).read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    marker = prefix / OWNER_FILE
+    if not marker.exists() and not marker.is_symlink():
         made = "an older envkit" if (prefix / ".envkit" / "create.json").is_file() else "conda or another tool"
         return Ownership(prefix, False, f"it has no envkit ownership marker (made by {made})")
-    except (OSError, ValueError) as exc:
-        return Ownership(prefix, False, f"its ownership marker is unreadable ({exc})")
+    try:  # bounded (safeio): a marker planted as a FIFO or /dev/zero must not hang remove
+        data = load_json(marker, "ownership marker", limit=1 << 20)
+    except InputError as exc:
+        return Ownership(prefix, False, f"its ownership marker is unreadable ({exc.message})")
     owner_id = data.get("id") if isinstance(data, dict) else None
     if not isinstance(owner_id, str) or not owner_id.isalnum():
         return Ownership(prefix, False, "its ownership marker is malformed")
@@ -99,8 +101,8 @@ def ownership(prefix: Path, expected_id: str | None = None) -> Ownership:
         return Ownership(prefix, False, f"its ownership marker was written for {data.get('prefix')} "
                                         "(a copy or a moved env)")
     try:
-        registered = json.loads((registry_dir() / f"{owner_id}.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        registered = load_json(registry_dir() / f"{owner_id}.json", "registry entry", limit=1 << 20)
+    except InputError:
         return Ownership(prefix, False, f"its id is not in this envkit's registry ({registry_dir()}): made "
                                         "under another ENVKIT_HOME or by another user, or the marker was copied")
     if not isinstance(registered, dict) or registered.get("id") != owner_id:

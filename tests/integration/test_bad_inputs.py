@@ -73,7 +73,8 @@ KINDS: dict[str, bytes | str] = {
 }
 HOSTILE = {"bomb", "deeper", "huge", "zero", "urandom", "fifo"}
 NEEDS_SUBPROCESS = {"urandom", "fifo"}  # would hang an in-process run if the bound ever regressed
-SUBPROCESS_SLOTS = {"render-from", "create-lock", "config-detect", "specpath-list", "state-run", "record-doctor"}
+SUBPROCESS_SLOTS = {"render-from", "create-lock", "config-detect", "specpath-list", "state-run", "record-doctor",
+                    "owner-remove"}
 # a name that is not a string: adapt falls back to the file's name (a torch-free file passes through)
 NAME_LENIENT = {"name-int", "name-list", "name-date"}
 # what a config file may legitimately contain: keys envkit does not know are left alone
@@ -146,6 +147,7 @@ def file_cases() -> list[Case]:
             ("state-activate", ("activate", "e1"), (("ENVKIT_HOME", "{W}/homes/state-" + kind),), True, ""),
             ("createjson-kernel", ("kernel", "e1"), (("ENVKIT_HOME", "{W}/homes/createjson-" + kind),), True, ""),
             ("createjson-doctor", ("doctor", "e1"), (("ENVKIT_HOME", "{W}/homes/createjson-" + kind),), True, ""),
+            ("owner-remove", ("remove", "e1", "--yes"), (("ENVKIT_HOME", "{W}/homes/owner-" + kind),), False, ""),
             ("state-doctor", ("doctor", "e1"), (("ENVKIT_HOME", "{W}/homes/state-" + kind),), True, ""),
             ("record-doctor", ("doctor", "e1", "--json"), (("ENVKIT_HOME", "{W}/homes/record-" + kind),), True, ""),
             ("record-export", ("export", "e1"), (("ENVKIT_HOME", "{W}/homes/record-" + kind),), kind == "missing", ""),
@@ -290,14 +292,14 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
         write_kind(w / "specdirs" / kind / "x.yaml", kind)
         for slot, rel in (("createjson", ".envkit/create.json"), ("verifyjson", ".envkit/verify.json"),
                           ("state", "conda-meta/state"), ("record", "conda-meta/numpy-1.0-0.json"),
-                          ("history", "conda-meta/history")):
+                          ("history", "conda-meta/history"), ("owner", ".envkit/owner.json")):
             env = w / "homes" / f"{slot}-{kind}" / "envs" / "e1"
             (env / "conda-meta").mkdir(parents=True, exist_ok=True)
             write_kind(env / rel, kind)
             good = w / "homes" / f"{slot}-{kind}" / "envs" / "e2" / "conda-meta"
             good.mkdir(parents=True, exist_ok=True)
     (w / "specdirs" / "missing").mkdir(parents=True)
-    for slot in ("createjson", "verifyjson", "state", "record", "history"):
+    for slot in ("createjson", "verifyjson", "state", "record", "history", "owner"):
         (w / "homes" / f"{slot}-missing" / "envs" / "e1" / "conda-meta").mkdir(parents=True)
     for key, values in CONFIG_VALUES.items():
         for i, v in enumerate(values):
