@@ -37,7 +37,9 @@ def write_result(result: object, output: str | None, version: int) -> None:
     if target == "-":
         sys.stdout.write(render_lock(result.lock, version))
         return
-    atomic_write_text(Path(target), render_lock(result.lock, version))
+    from envkit.secrets import redact
+
+    atomic_write_text(Path(target), redact(render_lock(result.lock, version)))  # a credential never reaches a file
     print_lock(result, target, version)
 
 

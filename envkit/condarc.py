@@ -57,11 +57,12 @@ def _in_place(place: Path) -> list[Path]:
 
 
 def _load(path: Path) -> dict[str, Any]:
-    import yaml
+    from envkit.errors import InputError
+    from envkit.safeio import load_yaml
 
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError):
+        data = load_yaml(path, "conda config file", limit=1 << 20) or {}  # bounded: no bomb, FIFO or device
+    except InputError:
         return {}
     return data if isinstance(data, dict) else {}
 

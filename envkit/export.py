@@ -17,7 +17,7 @@ from typing import Any
 from envkit.errors import ExportError, InputError
 from envkit.render.envfile import EnvFile
 from envkit.render.mirrors import canonical_channel, canonical_urls, strip_credentials
-from envkit.safeio import conda_state_vars, load_json, load_yaml
+from envkit.safeio import conda_state_vars, load_json, load_yaml, read_text
 
 FORMATS = ("yaml", "explicit", "lock")
 PYTORCH_INDEX = "https://download.pytorch.org/whl"
@@ -344,7 +344,7 @@ def export_explicit(prefix: Path, config: dict[str, Any] | None = None, *, sidec
 def read_sidecar(explicit: Path) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
     """The pip lines and variables of the sidecar an explicit file's header names (none: empty)."""
     name = None
-    for line in explicit.read_text(encoding="utf-8", errors="replace").splitlines():
+    for line in read_text(explicit, "explicit file").splitlines():
         if line.startswith(SIDECAR_HEADER):
             name = line[len(SIDECAR_HEADER):].split(" (", 1)[0].strip()
             break
@@ -358,14 +358,9 @@ def read_sidecar(explicit: Path) -> tuple[tuple[str, ...], tuple[tuple[str, str]
                           f"that is not next to it in {explicit.parent}",
                           f"copy {name} next to {explicit.name}, or delete the envkit-sidecar header line "
                           "to recreate without them")
-    import yaml
-
     from envkit.render.envfile import check_pip_line, check_variables
 
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise ExportError(f"sidecar {path} is not valid YAML: {exc}", f"export it again") from exc
+    data = load_yaml(path, "sidecar") or {}  # bounded, UTF-8, no YAML bomb: errors name the file
     if not isinstance(data, dict):
         raise ExportError(f"sidecar {path} must be a mapping (pip:, variables:)", "export it again")
     pip = tuple(check_pip_line(p, f"{path}: pip") for p in data.get("pip") or [])
@@ -377,8 +372,8 @@ def _pip_report(prefix: Path) -> dict[str, tuple[str, str | None]]:
     from envkit.locations import META_DIR
 
     try:
-        rows = json.loads((prefix / META_DIR / PIP_PROVENANCE).read_text())
-    except (OSError, ValueError):
+        rows = load_json(prefix / META_DIR / PIP_PROVENANCE, "pip provenance file")
+    except InputError:
         return {}
     out: dict[str, tuple[str, str | None]] = {}
     for row in rows if isinstance(rows, list) else []:
@@ -459,9 +454,9 @@ def export_lock(prefix: Path, config: dict[str, Any] | None = None, *, version: 
 
 def _record_json(meta: Path, record: CondaRecord) -> dict[str, Any]:
     try:
-        data = json.loads((meta / f"{record.name}-{record.version}-{record.build}.json").read_text())
+        data = load_json(meta / f"{record.name}-{record.version}-{record.build}.json", "conda-meta record")
         return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
+    except InputError:
         return {}
 
 

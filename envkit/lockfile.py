@@ -196,13 +196,10 @@ def _int(value: Any) -> int | None:
 
 def parse_lock(text: str, source: str = "", base: Path | None = None) -> Lock:
     """rattler-lock v6/v7 text -> Lock (`source` names the file in errors; `base` resolves relative paths)."""
-    import yaml
+    from envkit.safeio import loads_yaml
 
     where = source or "the lock file"
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise LockError(f"{where} is not YAML: {exc}", "pass a pixi.lock / envkit.lock file") from exc
+    data = loads_yaml(text, where, "lock file")  # bounded (no YAML bomb), one-line errors naming file:line
     if not isinstance(data, Mapping) or "version" not in data:
         raise LockError(f"{where} is not a rattler lock file (no version:)",
                         "pass a file written by `envkit lock`, `envkit export --format lock` or pixi")
@@ -285,11 +282,9 @@ def _conda(url: str, meta: Mapping[str, Any]) -> LockedConda:
 
 def read_lock(path: Path) -> Lock:
     """Read a rattler-lock v6 or v7 file (pixi.lock, envkit.lock)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise LockError(f"cannot read lock file {path}: {exc.strerror or exc}", "check the path") from exc
-    return parse_lock(text, str(path), path.parent)
+    from envkit.safeio import read_text
+
+    return parse_lock(read_text(path, "lock file"), str(path), path.parent)  # regular, bounded, UTF-8
 
 
 # -- writing ------------------------------------------------------------------------------------

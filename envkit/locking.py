@@ -20,9 +20,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from envkit.errors import EngineError, UsageError
+from envkit.errors import EngineError, InputError, UsageError
 from envkit.lockfile import Lock, LockedPlatform
 from envkit.models import Request, Selection
+from envkit.safeio import load_json
 
 KNOWN_PLATFORMS = ("linux-64", "linux-aarch64", "linux-ppc64le", "osx-64", "osx-arm64", "win-64")
 GLIBC = "2.28"
@@ -182,12 +183,12 @@ def lock_from_prefix(prefix: Path, platforms: tuple[str, ...], *, mirror: str | 
     envfile = EnvFile(parsed.name or prefix.name, parsed.channels, parsed.conda, parsed.pip, parsed.variables, ())
     cuda = None
     try:
-        meta = json.loads((prefix / META_DIR / "create.json").read_text())
+        meta = load_json(prefix / META_DIR / "create.json", "metadata file")
         cuda = meta.get("cuda_override") or (meta.get("selection") or {}).get("cuda")
         recorded = meta.get("mirror")
         if mirror is None and recorded and "*" not in recorded:  # a redacted one cannot be reused
             mirror = recorded
-    except (OSError, ValueError, AttributeError):
+    except (InputError, AttributeError):
         pass
     if cuda is None and any("*cuda*" in d for d in parsed.conda):
         raise UsageError(f"{prefix} holds CUDA builds but does not say for which CUDA level it was made",
