@@ -196,10 +196,15 @@ def _int(value: Any) -> int | None:
 
 def parse_lock(text: str, source: str = "", base: Path | None = None) -> Lock:
     """rattler-lock v6/v7 text -> Lock (`source` names the file in errors; `base` resolves relative paths)."""
+    from envkit.errors import InputError
     from envkit.safeio import loads_yaml
 
     where = source or "the lock file"
-    data = loads_yaml(text, where, "lock file")  # bounded (no YAML bomb), one-line errors naming file:line
+    try:
+        data = loads_yaml(text, where, "lock file")  # bounded (no YAML bomb), one line naming file:line
+    except InputError as exc:
+        raise LockError(f"{where} is not YAML envkit can read: {exc.message}", "pass a pixi.lock / envkit.lock file"
+                        ) from None
     if not isinstance(data, Mapping) or "version" not in data:
         raise LockError(f"{where} is not a rattler lock file (no version:)",
                         "pass a file written by `envkit lock`, `envkit export --format lock` or pixi")
