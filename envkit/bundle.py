@@ -296,13 +296,20 @@ def _python_of(lock: Any) -> str | None:
 def load_bundle(root: Path, *, check: bool = True) -> Bundle:
     """Read the manifest and (by default) check every file's size and sha256; name the first bad one."""
     path = root / MANIFEST
+    from envkit.errors import InputError
+    from envkit.safeio import load_json
+
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        if not path.exists() and not path.is_symlink():
+            raise FileNotFoundError(path)
+        data = load_json(path, "bundle manifest")  # bounded: a FIFO, device or huge manifest is named, not read
         files = tuple(BundleFile(str(f["path"]), str(f["sha256"]), int(f["size"]), str(f.get("url") or ""),
                                  str(f.get("kind") or "conda")) for f in data["files"])
     except FileNotFoundError as exc:
         raise BundleError(f"{root} is not an envkit bundle (no {MANIFEST})",
                           "make one on a machine with network: envkit bundle NAME -o DIR") from exc
+    except InputError:
+        raise
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise BundleError(f"{path} is unreadable or malformed: {exc}", "copy the bundle again") from exc
     if data.get("format") != FORMAT:
@@ -348,12 +355,17 @@ def offline_pip(bundle: Bundle) -> Iterator[None]:
 
 def restore_urls(prefix: Path, bundle: Bundle) -> None:
     """Installed records name the archive's original URL (as a networked create would), not the bundle."""
+    from envkit.errors import InputError
+    from envkit.safeio import load_json
+
     origin = {bundle.root.joinpath(f.path).absolute().as_uri(): f.url for f in bundle.files if f.kind == "conda"}
     meta = prefix / "conda-meta"
     for record in meta.glob("*.json"):
         try:
-            data = json.loads(record.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            data = load_json(record, "conda-meta record")
+        except InputError:
+            continue
+        if not isinstance(data, dict):
             continue
         url = str(data.get("url") or "")
         if url in origin:
