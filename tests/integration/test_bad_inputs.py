@@ -127,6 +127,9 @@ def file_cases() -> list[Case]:
             ("create-noadapt", ("create", "n1", "--file", "{W}/files/" + kind + ".yml", "--no-adapt", "--dry-run"),
              (), False, ""),
             ("render-spec", ("render", "--spec", "{W}/files/" + kind + ".yaml"), (), spec_ok, ""),
+            ("lock-file", ("lock", "--file", "{W}/files/" + kind + ".yml", "--platform", "linux-64", "-o",
+                           "{W}/out-never.lock"), (), False, ""),
+            ("bundle-create", ("create", "n1", "--bundle", "{W}/bundles/" + kind, "--dry-run"), (), False, ""),
             ("create-spec", ("create", "n1", "--spec", "{W}/files/" + kind + ".yaml", "--dry-run"), (), spec_ok, ""),
             ("create-lock", ("create", "n1", "--lock", "{W}/files/" + kind + ".lock", "--dry-run"), (), False, ""),
             ("config-detect", ("detect", "--cuda", "cpu"), (("ENVKIT_CONFIG", "{W}/files/" + kind + ".cfg"),),
@@ -159,7 +162,7 @@ def file_cases() -> list[Case]:
         for slot, argv, env, ok, expect in slots:
             use_sub = sub and slot in SUBPROCESS_SLOTS
             if (only_sub and not use_sub) or (ok and slot == "create-spec") or (
-                    kind in NAME_LENIENT and slot == "create-file"):
+                    kind in NAME_LENIENT and slot in ("create-file", "lock-file")):
                 continue  # (a valid spec or file would go on to solve against the real channels)
             codes = (5,) if argv[0] == "doctor" else ()
             cases.append(Case(f"file-{slot}-{kind}", argv, env, ok, expect, use_sub, codes))
@@ -290,6 +293,7 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
         for suffix in (".yml", ".yaml", ".lock", ".cfg"):
             write_kind(w / "files" / (kind + suffix), kind)
         write_kind(w / "specdirs" / kind / "x.yaml", kind)
+        write_kind(w / "bundles" / kind / "bundle.json", kind)
         for slot, rel in (("createjson", ".envkit/create.json"), ("verifyjson", ".envkit/verify.json"),
                           ("state", "conda-meta/state"), ("record", "conda-meta/numpy-1.0-0.json"),
                           ("history", "conda-meta/history"), ("owner", ".envkit/owner.json")):
@@ -299,6 +303,7 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
             good = w / "homes" / f"{slot}-{kind}" / "envs" / "e2" / "conda-meta"
             good.mkdir(parents=True, exist_ok=True)
     (w / "specdirs" / "missing").mkdir(parents=True)
+    (w / "bundles" / "missing").mkdir(parents=True)
     for slot in ("createjson", "verifyjson", "state", "record", "history", "owner"):
         (w / "homes" / f"{slot}-missing" / "envs" / "e1" / "conda-meta").mkdir(parents=True)
     for key, values in CONFIG_VALUES.items():
