@@ -42,6 +42,8 @@ def main() -> int:
             # the README's main job, with the spec's pip section served by the local index
             ("create-dl_train-h200", ["create", "dl_train", "--cuda", "auto", "--python", PY, "--mirror", srv.url,
                                       "--json"]),
+            # day two (issue 15): the static checks on the env just made, with the real driver and GPU
+            ("doctor-dl_train-h200", ["doctor", "dl_train", "--json"]),
         ):
             start = time.perf_counter()
             done = subprocess.run([sys.executable, "-m", "envkit", *argv], env=env, capture_output=True, text=True)
