@@ -22,7 +22,8 @@ from envkit.fleet.inventory import parse_json_output
 from envkit.fleet.launcher import Launcher, NodeRun, NodeSlot, envkit_argv, run_all
 
 PASS, FAIL, SKIPPED = "PASS", "FAIL", "SKIPPED"
-NCCL_PAYLOAD = Path(__file__).with_name("payload") / "nccl_check.py"  # its own folder: the script dir goes on sys.path
+# beside the AMP payload: every script that runs inside the target env (torch, stdlib only) lives there
+NCCL_PAYLOAD = Path(__file__).resolve().parent.parent / "verify" / "payload" / "nccl_check.py"
 NCCL_MARKER = "@@ENVKIT-NCCL-JSON@@"
 VERIFY_TIMEOUT = 360.0
 

@@ -10,7 +10,7 @@ import pytest
 
 from envkit.activate import EnvInfo, Plan, default_env, plan_activate, plan_deactivate, read_env, render
 
-BASE = {"PATH": "/usr/bin:/bin", "HOME": "/home/u", "CLOBBER": "machine"}
+BASE = {"PATH": "/usr/bin:/bin", "HOME": "/h/u", "CLOBBER": "machine"}
 
 
 def apply(plan: Plan, env: dict[str, str]) -> dict[str, str]:
@@ -132,17 +132,17 @@ def test_subshell_launch_per_shell(tmp_path: Path) -> None:
 
     prefix = tmp_path / "envs" / "e"
     cmd = ["/opt/py", "-m", "envkit"]
-    env = {"HOME": "/home/u", "PATH": "/usr/bin:/bin", "SHELL": "/bin/bash", "ZDOTDIR": "/home/u/.zsh"}
+    env = {"HOME": "/h/u", "PATH": "/usr/bin:/bin", "SHELL": "/bin/bash", "ZDOTDIR": "/h/u/.zsh"}
     bash = plan_launch(prefix, env, tmp_path, shell="bash", command=cmd)
     assert bash.argv[1:] == ("--rcfile", str(tmp_path / "envkit-rc.bash"), "-i")
     text = dict(bash.files)[str(tmp_path / "envkit-rc.bash")]
     assert text.startswith('[ -f "$HOME/.bashrc" ] && . "$HOME/.bashrc"')
     assert f"/opt/py -m envkit activate --shell bash --prefix {prefix}" in text
     zsh = plan_launch(prefix, env, tmp_path, shell="zsh", command=cmd)
-    assert zsh.env["ZDOTDIR"] == str(tmp_path) and zsh.env["_ENVKIT_ZDOTDIR"] == "/home/u/.zsh"
+    assert zsh.env["ZDOTDIR"] == str(tmp_path) and zsh.env["_ENVKIT_ZDOTDIR"] == "/h/u/.zsh"
     assert {Path(p).name for p, _ in zsh.files} == {".zshenv", ".zshrc"}
-    sh = plan_launch(prefix, {**env, "ENV": "/home/u/.shrc"}, tmp_path, shell="sh", command=cmd)
-    assert sh.env["ENV"] == str(tmp_path / "envkit-rc.sh") and "/home/u/.shrc" in sh.files[0][1]
+    sh = plan_launch(prefix, {**env, "ENV": "/h/u/.shrc"}, tmp_path, shell="sh", command=cmd)
+    assert sh.env["ENV"] == str(tmp_path / "envkit-rc.sh") and "/h/u/.shrc" in sh.files[0][1]
     fish = plan_launch(prefix, env, tmp_path, shell="fish", command=cmd)
     assert fish.argv[1:3] == ("-i", "--init-command") and "--shell' 'fish'" in fish.files[0][1]
     if shutil.which("bash"):

@@ -122,7 +122,7 @@ def test_redaction_is_linear_on_long_lines(text: str) -> None:
     assert time.perf_counter() - start < 2
 
 
-@pytest.mark.parametrize("text", ["conda activate /scratch/t/envs/x", "/home/t/work /t/x", "a //x b /t/envs/c"])
+@pytest.mark.parametrize("text", ["conda activate /scratch/t/envs/x", "/srv/t/work /t/x", "a //x b /t/envs/c"])
 def test_a_folder_named_t_is_not_a_token(text: str) -> None:
     vault = Vault()
     for word in (text, *text.split()):
