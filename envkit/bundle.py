@@ -17,7 +17,6 @@ against the manifest before anything is installed; rattler does not verify file:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -31,6 +30,7 @@ from typing import Any
 
 from envkit import __version__
 from envkit.errors import EnvkitError
+from envkit.fsutil import sha256_of
 
 MANIFEST = "bundle.json"
 LOCAL_LOCK = "envkit.lock"
@@ -79,12 +79,6 @@ class Bundle:
                           for f in self.files]}
 
 
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 # -- writing ------------------------------------------------------------------------------------

@@ -199,11 +199,9 @@ def _channel_order(prefix: Path, records: list[CondaRecord], config: dict[str, A
     return order
 
 
-def _pip_lines(pips: list[PipPackage], strict: bool) -> tuple[list[str], list[str]]:
-    lines: list[str] = []
-    warnings: list[str] = []
-    for index in sorted({p.index for p in pips if p.index}):
-        lines.append(f"--extra-index-url {index}")
+def _recreatable(pips: list[PipPackage], strict: bool, warnings: list[str]) -> list[PipPackage]:
+    """The pip packages another machine can install; the rest fail --strict or become warnings."""
+    kept: list[PipPackage] = []
     for pkg in pips:
         if pkg.requirement is None:
             if strict:
@@ -211,7 +209,14 @@ def _pip_lines(pips: list[PipPackage], strict: bool) -> tuple[list[str], list[st
                                   "install it from an index or a VCS URL, or export without --strict")
             warnings.append(f"left out: {pkg.note}")
             continue
-        lines.append(pkg.requirement)
+        kept.append(pkg)
+    return kept
+
+
+def _pip_lines(pips: list[PipPackage], strict: bool) -> tuple[list[str], list[str]]:
+    warnings: list[str] = []
+    lines = [f"--extra-index-url {index}" for index in sorted({p.index for p in pips if p.index})]
+    lines += [str(pkg.requirement) for pkg in _recreatable(pips, strict, warnings)]
     return lines, warnings
 
 
@@ -395,13 +400,8 @@ def locked_pypi(prefix: Path, records: list[CondaRecord], strict: bool) -> tuple
     entries: list[Any] = []
     indexes: list[str] = []
     warnings: list[str] = []
-    for pkg in read_pip(prefix, records):
-        if pkg.requirement is None:
-            if strict:
-                raise ExportError(f"{pkg.note}: it cannot be recreated elsewhere",
-                                  "install it from an index or a VCS URL, or export without --strict")
-            warnings.append(f"left out: {pkg.note}")
-            continue
+    for pkg in _recreatable(read_pip(prefix, records), strict, warnings):
+        assert pkg.requirement is not None  # _recreatable kept only those
         if pkg.index and pkg.index not in indexes:
             indexes.append(pkg.index)
         url, digest = report.get(pkg.name.lower(), ("", None))

@@ -271,3 +271,14 @@ def try_lock(path: Path) -> int | None:
         os.close(fd)
         return None
     return fd
+
+
+def sha256_of(path: Path) -> str:
+    """The file's sha256 (hex), read in 1 MiB blocks: what conda records and locks carry."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

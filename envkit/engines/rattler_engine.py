@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import hashlib
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -29,6 +28,7 @@ from urllib.parse import unquote, urlsplit
 from envkit import __version__
 from envkit.engines.base import PlannedPackage  # noqa: F401 (re-exported: it was defined here)
 from envkit.errors import EngineError, os_error_hint
+from envkit.fsutil import sha256_of
 from envkit.render.mirrors import Mirror, canonical_urls
 from envkit.secrets import VAULT, redact
 
@@ -392,7 +392,7 @@ class RattlerEngine:
                 continue
             path = Path(unquote(urlsplit(url).path))
             try:
-                digest = _sha256(path)
+                digest = sha256_of(path)
             except OSError as exc:
                 raise EngineError(f"cannot read {record.file_name} from {path.parent}: {exc}",
                                   "check the local channel") from exc
@@ -556,7 +556,7 @@ def cache_entry_problem(entry: Path, stamp: Path, fresh: bool = False) -> str | 
             digest = item.get("sha256")
             if digest and not fresh and old_files.get(rel) != key:
                 try:
-                    if _sha256(Path(path)) != digest:
+                    if sha256_of(Path(path)) != digest:
                         return f"{rel} does not match its sha256 in paths.json"
                 except OSError as exc:
                     return f"{rel} is unreadable ({exc.strerror})"
@@ -592,12 +592,6 @@ def _vp_text(vp: Any) -> str:
     return str(vp.into_generic()) if hasattr(vp, "into_generic") else str(vp)
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def read_prefix_records(prefix: Path) -> list[Any]:
