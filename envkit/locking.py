@@ -172,7 +172,7 @@ def solve_platforms(envfile: Any, platforms: tuple[str, ...], cuda: str | None, 
             notes += [f"{platform}: {u}; `create --lock` will not install it" for u in unlocked]
             indexes = pip_plan.indexes
         results.append(PlatformResult(platform, len(packages), torch, vps, dropped, len(pypi), unlocked))
-        locked.append(LockedPlatform(platform, tuple(engine.locked_conda()), pypi, vps))
+        locked.append(LockedPlatform(platform, tuple(engine.locked_conda()), pypi, vps, unlocked))
     from envkit.engines.rattler_engine import channel_url
 
     lock = Lock(channels=tuple(channel_url(c) for c in sources), platforms=tuple(locked),

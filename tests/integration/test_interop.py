@@ -352,6 +352,11 @@ def test_lock_pins_wheels_from_a_credentialed_index_and_names_what_it_cannot(
         assert linux["linuxonly"].url == f"http://{host}/simple/linuxonly/{manylinux.name}"
         assert linux["linuxonly"].sha256 == hashlib.sha256(served.read_bytes()).hexdigest()
         assert {p.name for p in lock.platform("osx-arm64").pypi} == {"transformers"}
+        assert any("'linuxonly' cannot be locked" in u for u in lock.platform("osx-arm64").unlocked)  # in the file
+        assert len(lock.platform("linux-64").unlocked) == 2
+        code, _o, err = run_cli(capsys, "create", "team", "--lock", str(out), "--dry-run")
+        assert code == 0, err  # create --lock says what the lock could not pin, never drops it silently
+        assert "not in the lock, not installed: pip line 'sdistonly' cannot be locked" in err
         env.write_text(yaml.safe_dump({"name": "team", "channels": [testbed.url("conda-forge")],
                                        "dependencies": [f"python={PY}", "pip", {"pip": pip}]}))
         strict = tmp_path / "strict.lock"
