@@ -170,6 +170,8 @@ def solve_platforms(envfile: Any, platforms: tuple[str, ...], cuda: str | None, 
                                   "make the line installable from wheels for every --platform (or drop that "
                                   "platform), or lock without --strict to keep a note instead")
             notes += [f"{platform}: {u}; `create --lock` will not install it" for u in unlocked]
+            notes += [f"{platform}: {p.name} {p.version} is locked as a local file ({p.url}): `create --lock` "
+                      "installs it only where that path exists" for p in pypi if p.url.startswith("file:")]
             indexes = pip_plan.indexes
         results.append(PlatformResult(platform, len(packages), torch, vps, dropped, len(pypi), unlocked))
         locked.append(LockedPlatform(platform, tuple(engine.locked_conda()), pypi, vps, unlocked))

@@ -320,6 +320,7 @@ def test_lock_pins_wheels_from_a_credentialed_index_and_names_what_it_cannot(
     manylinux = manylinux.rename(work / "linuxonly-1.0-cp311-cp311-manylinux_2_17_x86_64.whl")
     sdist = work / "sdistonly-1.0.tar.gz"
     sdist.write_bytes(b"not a wheel")
+    links = build_wheel(tmp_path / "links", "localwheel", "2.0")  # --find-links DIR: a file on this machine
     write_simple_index(tmp_path / "private" / "simple", [build_wheel(work, "transformers", "4.99.0"), manylinux, sdist])
     with ChannelServer(tmp_path / "private") as private:
         st = private.state
@@ -330,7 +331,8 @@ def test_lock_pins_wheels_from_a_credentialed_index_and_names_what_it_cannot(
         pip = ["--index-url " + index, "transformers", "linuxonly"]
         env.write_text(yaml.safe_dump({"name": "team", "channels": [testbed.url("conda-forge")],
                                        "dependencies": [f"python={PY}", "pip",
-                                                        {"pip": [*pip, "sdistonly", "-e ./mypkg"]}]}))
+                                                        {"pip": [*pip, "sdistonly", "-e ./mypkg", "localwheel",
+                                                                 f"--find-links {links.parent}"]}]}))
         out = tmp_path / "team.lock"
         args = ["lock", "--file", str(env), "--no-adapt", "--platform", "linux-64", "--platform", "osx-arm64"]
         code, _o, err = run_cli(capsys, *args, "-o", str(out))
@@ -339,6 +341,7 @@ def test_lock_pins_wheels_from_a_credentialed_index_and_names_what_it_cannot(
         assert re.search(r"linux-64: pip line 'sdistonly' cannot be locked: no wheel for linux-64 .*sdistonly", err)
         assert re.search(r"osx-arm64: pip line 'linuxonly' cannot be locked: no wheel for osx-arm64", err)
         assert "linux-64: pip line 'linuxonly'" not in err
+        assert "linux-64: localwheel 2.0 is locked as a local file (file://" in err
         text = out.read_text()
         secret_b64 = base64.b64encode(f"{st.user}:{st.password}".encode()).decode()
         assert st.password not in text and secret_b64 not in text and f"{st.user}:" not in text
@@ -347,11 +350,11 @@ def test_lock_pins_wheels_from_a_credentialed_index_and_names_what_it_cannot(
         lock = read_lock(out)
         assert lock.indexes == (f"http://{host}/simple",)  # the index, without its credentials
         linux = {p.name: p for p in lock.platform("linux-64").pypi}
-        assert set(linux) == {"transformers", "linuxonly"}
+        assert set(linux) == {"transformers", "linuxonly", "localwheel"}
         served = tmp_path / "private" / "simple" / "linuxonly" / manylinux.name
         assert linux["linuxonly"].url == f"http://{host}/simple/linuxonly/{manylinux.name}"
         assert linux["linuxonly"].sha256 == hashlib.sha256(served.read_bytes()).hexdigest()
-        assert {p.name for p in lock.platform("osx-arm64").pypi} == {"transformers"}
+        assert {p.name for p in lock.platform("osx-arm64").pypi} == {"transformers", "localwheel"}
         assert any("'linuxonly' cannot be locked" in u for u in lock.platform("osx-arm64").unlocked)  # in the file
         assert len(lock.platform("linux-64").unlocked) == 2
         code, _o, err = run_cli(capsys, "create", "team", "--lock", str(out), "--dry-run")
