@@ -18,6 +18,7 @@ def print_lock(result: object, output: str, version: int) -> None:
         cuda = next((v.split("=")[1] for v in row.virtual_packages if v.startswith("__cuda")), None)
         out.plain(f"{row.platform}: {row.packages} packages"
                   + (f", pytorch {row.torch}" if row.torch else "")
+                  + (f", {row.pypi} wheel{'s' if row.pypi != 1 else ''}" if row.pypi else "")
                   + (f" (solved with __cuda={cuda})" if cuda else " (no __cuda)"), err=True)
     for note in result.notes:
         out.plain(f"note: {note}", err=True)
@@ -61,9 +62,11 @@ def register(cli: click.Group, epilog: str, selection_options: Callable[..., Any
                   help="rattler-lock 6 (pixi, conda-lockfiles) or 7 (py-rattler 0.28).")
     @click.option("--mirror", default=None, envvar="ENVKIT_MIRROR", help="Mirror profile or URL for channels.")
     @click.option("--channel", "channels", multiple=True, metavar="URL", help="Use these channels instead.")
+    @click.option("--strict", is_flag=True, help="Fail when a pip line cannot be locked for a platform (sdist only, "
+                  "no wheel for it, -e, a local path) instead of keeping a note.")
     @selection_options
     def lock(name: str | None, spec: str | None, env_file: str | None, no_adapt: bool, platforms: tuple[str, ...],
-             output: str | None, lock_version: str, mirror: str | None, channels: tuple[str, ...],
+             output: str | None, lock_version: str, mirror: str | None, channels: tuple[str, ...], strict: bool,
              cuda: str | None, torch_spec: str | None, python: str | None, flavor: str | None,
              driver_version: str | None, compute_capability: tuple[str, ...], no_driver_check: bool,
              offline: bool = False, refresh: bool = False) -> None:
@@ -71,6 +74,9 @@ def register(cli: click.Group, epilog: str, selection_options: Callable[..., Any
 
         Linux and Windows are solved with __cuda at the selection's CUDA level; macOS without CUDA
         (its CUDA selectors are dropped and the CPU/MPS build is locked, and the output says so).
+        The pip section is resolved by pip for each platform's Python and wheel tags (nothing is
+        installed) into PyPI entries with URL and sha256; a line without a wheel for a platform is
+        named in a note (--strict: an error).
         `envkit create NAME --lock envkit.lock` installs this machine's platform from it.
         """
         from pathlib import Path
@@ -90,5 +96,5 @@ def register(cli: click.Group, epilog: str, selection_options: Callable[..., Any
                           name=name or "envkit", request=request(cuda, torch_spec, python, flavor, no_driver_check),
                           flavor_given=flavor is not None, mirror=from_config(mirror, "mirror"), channels=channels,
                           driver_version=driver_version, compute_capabilities=compute_capability,
-                          catalogue=mode_from(offline, refresh))
+                          catalogue=mode_from(offline, refresh), strict=strict)
         write_result(result, output, int(lock_version))

@@ -306,7 +306,8 @@ def create_env(opts: CreateOptions, progress: Any = None, on_line: Any = None) -
         source, kind = recreate
         envfile, locked = _recreate_envfile(opts.name, source, kind)
         selection = None
-        changes: tuple[str, ...] = ()
+        changes: tuple[str, ...] = tuple(f"not in the lock, not installed: {u}" for u in locked[1].unlocked
+                                         ) if locked is not None else ()  # said, never silently dropped
         from envkit.safeio import read_text
 
         env_text = redact(read_text(source, f"{kind} file"))

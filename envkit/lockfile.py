@@ -24,7 +24,8 @@ Format notes (rattler `crates/rattler_lock/src/parse/models/v6|v7`; conda-lockfi
   it differs from the build string's trailing number; v7 adds a top-level `platforms:` list and writes
   `subdir` and `channel` per package;
 - a local channel's packages are written as plain paths by rattler: read back as file:// URLs;
-- `variables:` (the env's activation variables, conda-meta/state) is envkit's addition under the
+- `variables:` (the env's activation variables, conda-meta/state) and `pypi-unlocked:` (per platform, the
+  pip lines `envkit lock` could not pin to a wheel, with the reason) are envkit's additions under the
   environment; rattler and conda-lockfiles ignore keys they do not know, so the file stays readable.
 """
 
@@ -42,6 +43,7 @@ from envkit.errors import EnvkitError
 SUPPORTED_VERSIONS = (6, 7)
 DEFAULT_VERSION = 6
 LOCK_NAME = "envkit.lock"
+UNLOCKED_KEY = "pypi-unlocked"  # envkit's addition (like variables): pip lines not pinned, per platform
 _TRAILING_DIGITS = re.compile(r"(\d+)$")
 _ARCHIVE = re.compile(r"^(?P<name>.+)-(?P<version>[^-]+)-(?P<build>[^-]+)(?P<ext>\.tar\.bz2|\.conda)$")
 
@@ -149,6 +151,7 @@ class LockedPlatform:
     conda: tuple[LockedConda, ...] = ()
     pypi: tuple[LockedPypi, ...] = ()
     virtual_packages: tuple[str, ...] = ()  # what the solve assumed (v7 writes it; informative)
+    unlocked: tuple[str, ...] = ()  # pip lines `envkit lock` could not pin for this platform, with why
 
 
 @dataclass(frozen=True)
@@ -258,7 +261,8 @@ def _parse_env(data: Mapping[str, Any], env: Mapping[str, Any], env_name: str, v
                 pypi.append(LockedPypi(str(meta.get("name", "")), str(meta.get("version", "")), key,
                                        _sha(meta), _strs(meta.get("requires_dist")),
                                        meta.get("requires_python")))
-        platforms.append(LockedPlatform(str(plat), tuple(conda), tuple(pypi), virtual.get(str(plat), ())))
+        platforms.append(LockedPlatform(str(plat), tuple(conda), tuple(pypi), virtual.get(str(plat), ()),
+                                        _strs((env.get(UNLOCKED_KEY) or {}).get(plat))))
     channels = tuple(str(c["url"] if isinstance(c, Mapping) else c) for c in env.get("channels") or [])
     indexes = _strs(env.get("indexes"))
     variables = tuple(sorted((str(k), str(v)) for k, v in (env.get("variables") or {}).items()))
@@ -345,6 +349,9 @@ def render_lock(lock: Lock, version: int = DEFAULT_VERSION) -> str:
         env["indexes"] = list(lock.indexes) or ["https://pypi.org/simple"]
     if lock.variables:
         env["variables"] = dict(lock.variables)
+    if any(p.unlocked for p in lock.platforms):
+        env[UNLOCKED_KEY] = {p.name: list(p.unlocked) for p in sorted(lock.platforms, key=lambda p: p.name)
+                             if p.unlocked}
     env["packages"] = {
         plat.name: [{"conda": c.url} for c in _sorted_conda(plat.conda)] + [{"pypi": p.url} for p in plat.pypi]
         for plat in sorted(lock.platforms, key=lambda p: p.name)}

@@ -198,7 +198,7 @@ def test_one_lock_for_linux_and_macos(capsys: pytest.CaptureFixture[str], server
     assert code == 0, err
     assert "linux-64:" in err and "__cuda=13.0" in err
     assert "osx-arm64: macOS has no CUDA: dropped pytorch=2.13.0=cuda*, cuda-version=13.0" in err
-    assert "pip section (transformers, datasets) is not in the lock" in err  # said, not silently dropped
+    assert "linux-64:" in err and "2 wheels" in err and "cannot be locked" not in err
     assert not (isolated / "envs").exists()  # solved only, nothing installed
     from envkit.lockfile import read_lock
 
@@ -208,6 +208,11 @@ def test_one_lock_for_linux_and_macos(capsys: pytest.CaptureFixture[str], server
     assert next(c.build for c in linux.conda if c.name == "pytorch").startswith("cuda130")
     assert next(c.build for c in mac.conda if c.name == "pytorch").startswith("cpu_generic")
     assert not any(c.name == "cuda-version" for c in mac.conda)
+    for entry in (linux, mac):  # the pip section, resolved by pip for each platform without installing
+        assert {(p.name, p.version) for p in entry.pypi} == {("transformers", "4.99.0"), ("datasets", "3.99.0")}
+        assert all(p.sha256 and len(p.sha256) == 64 for p in entry.pypi)
+        assert {p.url for p in entry.pypi} == {"https://pypi.org/simple/transformers/",
+                                               "https://pypi.org/simple/datasets/"}  # PyPI, not the mirror
     assert "127.0.0.1" not in out.read_text()  # canonical channel URLs: the mirror is applied per request
     gpu_less(monkeypatch)
     code, _o, err = run_cli(capsys, "create", "team", "--lock", str(out), "--mirror", server.url, "--no-verify", "-q")
@@ -215,6 +220,7 @@ def test_one_lock_for_linux_and_macos(capsys: pytest.CaptureFixture[str], server
     prefix = isolated / "envs" / "team"
     assert torch_build(prefix).startswith("cuda130")
     assert {n for n, _v, _b in builds(prefix)} == {c.name for c in linux.conda}
+    assert pip_names(prefix) >= {"transformers", "datasets"}  # the lock's PyPI entries, from the mirror's PyPI
 
 
 def test_export_lock_for_platforms_and_bad_platform(capsys: pytest.CaptureFixture[str], server: ChannelServer,
@@ -297,3 +303,67 @@ def test_a_hostile_lock_cannot_inject_pip_options(capsys: pytest.CaptureFixture[
                     "  name: \"a\\n--index-url http://evil.example/simple\"\n  version: '1.0'\n")
     code, _o, err = run_cli(capsys, "create", "evil", "--lock", str(lock), "--no-verify", "-q")
     assert code != 0 and "evil.lock: pypi" in err
+
+
+def test_lock_pins_wheels_from_a_credentialed_index_and_names_what_it_cannot(
+        capsys: pytest.CaptureFixture[str], testbed, tmp_path: Path) -> None:  # noqa: ANN001
+    """`envkit lock` resolves the pip section per platform with pip (nothing installed): exact wheel URL
+    + sha256 from the env file's own index, its credentials never in the lock; a line without a wheel for
+    a platform (platform-specific wheel, sdist only, -e) is a note, or the error under --strict."""
+    import base64
+    import hashlib
+
+    from testbed.pipindex import build_wheel, write_simple_index
+
+    work = tmp_path / "wheels"
+    manylinux = build_wheel(work, "linuxonly", "1.0")
+    manylinux = manylinux.rename(work / "linuxonly-1.0-cp311-cp311-manylinux_2_17_x86_64.whl")
+    sdist = work / "sdistonly-1.0.tar.gz"
+    sdist.write_bytes(b"not a wheel")
+    links = build_wheel(tmp_path / "links", "localwheel", "2.0")  # --find-links DIR: a file on this machine
+    write_simple_index(tmp_path / "private" / "simple", [build_wheel(work, "transformers", "4.99.0"), manylinux, sdist])
+    with ChannelServer(tmp_path / "private") as private:
+        st = private.state
+        st.auth = "basic"
+        host = private.url.split("://")[1]
+        index = f"http://{st.user}:{st.password}@{host}/simple"
+        env = tmp_path / "environment.yml"
+        pip = ["--index-url " + index, "transformers", "linuxonly"]
+        env.write_text(yaml.safe_dump({"name": "team", "channels": [testbed.url("conda-forge")],
+                                       "dependencies": [f"python={PY}", "pip",
+                                                        {"pip": [*pip, "sdistonly", "-e ./mypkg", "localwheel",
+                                                                 f"--find-links {links.parent}"]}]}))
+        out = tmp_path / "team.lock"
+        args = ["lock", "--file", str(env), "--no-adapt", "--platform", "linux-64", "--platform", "osx-arm64"]
+        code, _o, err = run_cli(capsys, *args, "-o", str(out))
+        assert code == 0, err
+        assert "linux-64: pip line '-e ./mypkg' cannot be locked (an editable install" in err
+        assert re.search(r"linux-64: pip line 'sdistonly' cannot be locked: no wheel for linux-64 .*sdistonly", err)
+        assert re.search(r"osx-arm64: pip line 'linuxonly' cannot be locked: no wheel for osx-arm64", err)
+        assert "linux-64: pip line 'linuxonly'" not in err
+        assert "linux-64: localwheel 2.0 is locked as a local file (file://" in err
+        text = out.read_text()
+        secret_b64 = base64.b64encode(f"{st.user}:{st.password}".encode()).decode()
+        assert st.password not in text and secret_b64 not in text and f"{st.user}:" not in text
+        from envkit.lockfile import read_lock
+
+        lock = read_lock(out)
+        assert lock.indexes == (f"http://{host}/simple",)  # the index, without its credentials
+        linux = {p.name: p for p in lock.platform("linux-64").pypi}
+        assert set(linux) == {"transformers", "linuxonly", "localwheel"}
+        served = tmp_path / "private" / "simple" / "linuxonly" / manylinux.name
+        assert linux["linuxonly"].url == f"http://{host}/simple/linuxonly/{manylinux.name}"
+        assert linux["linuxonly"].sha256 == hashlib.sha256(served.read_bytes()).hexdigest()
+        assert {p.name for p in lock.platform("osx-arm64").pypi} == {"transformers", "localwheel"}
+        assert any("'linuxonly' cannot be locked" in u for u in lock.platform("osx-arm64").unlocked)  # in the file
+        assert len(lock.platform("linux-64").unlocked) == 2
+        code, _o, err = run_cli(capsys, "create", "team", "--lock", str(out), "--dry-run")
+        assert code == 0, err  # create --lock says what the lock could not pin, never drops it silently
+        assert "not in the lock, not installed: pip line 'sdistonly' cannot be locked" in err
+        env.write_text(yaml.safe_dump({"name": "team", "channels": [testbed.url("conda-forge")],
+                                       "dependencies": [f"python={PY}", "pip", {"pip": pip}]}))
+        strict = tmp_path / "strict.lock"
+        code, _o, err = run_cli(capsys, *args, "--strict", "-o", str(strict))
+        assert code == 1 and not strict.exists()
+        assert "osx-arm64: pip line 'linuxonly' cannot be locked" in err and "without --strict" in err
+        assert st.password not in err and secret_b64 not in err
