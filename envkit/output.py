@@ -296,12 +296,16 @@ def print_list(data: dict[str, Any]) -> None:
             outcome = env["verify"] or "never"
             style = _OUTCOME_STYLE.get(outcome, "dim")
             torch = "(unreadable)" if env.get("unreadable") else (
-                env["torch"] or ("?" if env["by_envkit"] else "(not envkit)"))
+                (env["torch"] or "?") if env["by_envkit"] else
+                " ".join(filter(None, [env["torch"], f"({env.get('origin', 'not envkit')})"])))
             table.add_row(esc(env["name"]), esc(torch), esc(build), f"[{style}]{esc(outcome)}[/]", esc(env["prefix"]))
         con.print(table)
         for env in data["environments"]:
             if env.get("unreadable"):
                 con.print(f"[yellow]note:[/] {esc(env['name'])}: {esc(env['unreadable'])}")
+            if not env["by_envkit"] and env.get("origin") in ("copied", "older envkit"):
+                con.print(f"[yellow]note:[/] {esc(env['name'])}: not proven envkit's: {esc(env['ownership'])}; "
+                          f"remove it with: {esc(env['remove'])}")
     else:
         con.print("no environments yet: envkit create dl_train")
     table = Table(show_edge=False, title="specs")

@@ -1,0 +1,54 @@
+"""Issue 9, second pass: the gaps the first pass left (list and remove agree on ownership, rattler's
+own temp folders in the package cache are swept, engine errors are one line, packaged data is read
+through the bounded loader). Real local channel and loopback server throughout."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from helpers import run_cli
+from testbed.channel import PY
+from testbed.server import ChannelServer
+
+GPU = ["--cuda", "13.0"]
+
+
+def create(capsys: pytest.CaptureFixture[str], name: str, *args: str) -> tuple[int, str, str]:
+    return run_cli(capsys, "create", name, "--spec", "minimal", *GPU, "--python", PY, *args)
+
+
+# -- 1. list uses the same ownership proof as remove -------------------------------------------
+def test_list_and_remove_agree_on_who_made_an_env(capsys: pytest.CaptureFixture[str], server: ChannelServer,
+                                                  isolated: Path) -> None:
+    envs = isolated / "envs"
+    assert create(capsys, "orig", "--mirror", server.url, "--no-verify")[0] == 0
+    shutil.copytree(envs / "orig", envs / "copy", symlinks=True)
+    shutil.copytree(envs / "orig", envs / "old", symlinks=True)
+    (envs / "old" / ".envkit" / "owner.json").unlink()  # as an envkit older than the marker left it
+    code, out, err = run_cli(capsys, "list", "--json")
+    assert code == 0, err
+    rows = {e["name"]: e for e in json.loads(out)["environments"]}
+    assert rows["orig"]["by_envkit"] is True and rows["orig"]["origin"] == "envkit"
+    assert rows["orig"]["remove"] == "envkit remove orig"
+    assert rows["copy"]["by_envkit"] is False and rows["copy"]["origin"] == "copied"
+    assert "a copy or a moved env" in rows["copy"]["ownership"]
+    assert rows["old"]["by_envkit"] is False and rows["old"]["origin"] == "older envkit"
+    for name in ("copy", "old"):
+        assert rows[name]["remove"] == f"envkit remove {name} --yes --not-envkit"
+        code, _out, err = run_cli(capsys, "remove", name, "--yes")
+        assert code == 1 and "--not-envkit" in err and (envs / name).is_dir()
+    code, out, _err = run_cli(capsys, "list")
+    flat = " ".join(out.split())
+    assert "(copied)" in flat and "(older envkit)" in flat, out
+    assert "copy: not proven envkit's" in flat and "remove it with: envkit remove copy --yes --not-envkit" in flat
+    assert "old: not proven envkit's" in flat and "made by an older envkit" in flat
+    assert "orig: not proven" not in flat
+    code, _out, err = run_cli(capsys, *rows["copy"]["remove"].split()[1:])  # the printed command works
+    assert code == 0, err
+    assert not (envs / "copy").exists() and (envs / "orig" / "conda-meta").is_dir()
+    code, _out, err = run_cli(capsys, "remove", "orig", "--yes")  # proven: no extra flag needed
+    assert code == 0, err
