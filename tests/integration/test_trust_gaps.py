@@ -50,5 +50,5 @@ def test_list_and_remove_agree_on_who_made_an_env(capsys: pytest.CaptureFixture[
     code, _out, err = run_cli(capsys, *rows["copy"]["remove"].split()[1:])  # the printed command works
     assert code == 0, err
     assert not (envs / "copy").exists() and (envs / "orig" / "conda-meta").is_dir()
-    code, _out, err = run_cli(capsys, "remove", "orig", "--yes")  # proven: no extra flag needed
+    code, _out, err = run_cli(capsys, "remove", "orig", "--yes")  # still proven after its copy went: no flag
     assert code == 0, err
