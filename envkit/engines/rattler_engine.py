@@ -406,9 +406,11 @@ class RattlerEngine:
         """Evict cached packages whose files no longer match their info/paths.json (size, and sha256
         where recorded), so rattler extracts them again instead of linking a truncated or edited file
         (a hardlinked file edited inside any env edits the cache too). Returns what was evicted."""
+        from envkit.engines.cache_sweep import sweep_rattler_temps
+
         pkgs = self.settings.cache_dir / "pkgs"
         stamps = self.settings.cache_dir / "envkit-verified"
-        evicted: list[str] = []
+        evicted: list[str] = sweep_rattler_temps(pkgs)
         self._fresh = []
         for record in self._records:
             stem = re.sub(r"(\.tar\.bz2|\.conda)$", "", str(record.file_name))

@@ -5,7 +5,11 @@ through the bounded loader). Real local channel and loopback server throughout."
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -52,3 +56,31 @@ def test_list_and_remove_agree_on_who_made_an_env(capsys: pytest.CaptureFixture[
     assert not (envs / "copy").exists() and (envs / "orig" / "conda-meta").is_dir()
     code, _out, err = run_cli(capsys, "remove", "orig", "--yes")  # still proven after its copy went: no flag
     assert code == 0, err
+
+
+# -- 2. rattler's extraction temp folders left by a kill are swept -----------------------------
+def test_a_kill_mid_extract_leaves_nothing_after_the_next_create(capsys: pytest.CaptureFixture[str],
+                                                                 server: ChannelServer, tmp_path: Path) -> None:
+    from envkit.engines.cache_sweep import leftover_temps
+
+    pkgs = tmp_path / "cache" / "pkgs"  # ENVKIT_CACHE_DIR of the `isolated` fixture
+    argv = [sys.executable, "-m", "envkit", "create", "victim", "--spec", "minimal", *GPU, "--python", PY,
+            "--mirror", server.url, "--no-verify"]
+    left: list[Path] = []
+    for _attempt in range(4):  # extraction takes a fraction of a second: catch it mid-way
+        shutil.rmtree(pkgs, ignore_errors=True)
+        proc = subprocess.Popen(argv, env=dict(os.environ), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        while proc.poll() is None and not leftover_temps(pkgs):
+            time.sleep(0.002)
+        proc.kill()
+        proc.wait()
+        left = leftover_temps(pkgs)
+        if left:
+            break
+    assert left, "no create was caught mid-extract in 4 tries"
+    (pkgs / "user-notes").mkdir()  # not rattler's: stays
+    code, out, err = create(capsys, "next", "--mirror", server.url, "--no-verify")
+    assert code == 0, err
+    assert leftover_temps(pkgs) == [] and not any(p.exists() for p in left)
+    assert "unfinished package extraction" in out + err, out + err and (pkgs / "user-notes").is_dir()
+    assert (tmp_path / "envkit-home" / "envs" / "next" / "conda-meta" / "history").is_file()
