@@ -108,6 +108,13 @@ def error(message: str, hint: str | None) -> None:
     from envkit.secrets import redact
 
     message, hint = redact(message), redact(hint) if hint else hint
+    if "\n" in message.strip() or (hint and "\n" in hint.strip()):
+        # the promise is one `error:` line and one `fix:` line; a multi-line engine text is condensed
+        # (its root cause kept) and shown whole only with -v
+        from envkit.engines.errtext import condensed
+
+        message = condensed(message, "error") or message.strip()
+        hint = " ".join(hint.split()) if hint else hint
     con = console(stderr=True)
     con.print(f"[bold red]error:[/] {esc(message)}")
     if hint:

@@ -84,3 +84,62 @@ def test_a_kill_mid_extract_leaves_nothing_after_the_next_create(capsys: pytest.
     assert leftover_temps(pkgs) == [] and not any(p.exists() for p in left)
     assert "unfinished package extraction" in out + err, out + err and (pkgs / "user-notes").is_dir()
     assert (tmp_path / "envkit-home" / "envs" / "next" / "conda-meta" / "history").is_file()
+
+
+# -- 3. engine errors are one line (root cause) plus the fix; -v shows the whole chain ----------
+def closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def env_file(tmp_path: Path, *deps: str) -> str:
+    path = tmp_path / "env.yml"
+    path.write_text("name: x\nchannels:\n  - conda-forge\ndependencies:\n" + "".join(f"  - {d}\n" for d in deps))
+    return str(path)
+
+
+def one_error_one_fix(err: str) -> str:
+    lines = [line for line in err.splitlines() if line.strip()]
+    errors = [i for i, line in enumerate(lines) if line.startswith("error: ")]
+    fixes = [i for i, line in enumerate(lines) if line.startswith("fix: ")]
+    assert len(errors) == 1 and len(fixes) == 1 and fixes[0] == errors[0] + 1, err
+    assert lines[fixes[0]] == lines[-1], err  # nothing after the fix
+    assert "Caused by" not in err and "└─" not in err and "Traceback" not in err, err
+    return lines[errors[0]]
+
+
+def test_missing_package_is_one_line(capsys: pytest.CaptureFixture[str], server: ChannelServer,
+                                     tmp_path: Path) -> None:
+    code, _out, err = run_cli(capsys, "create", "m", "--file", env_file(tmp_path, f"python={PY}", "no-such-pkg"),
+                              "--mirror", server.url, "--no-verify", "--python", PY)
+    assert code == 1
+    assert "no-such-pkg" in one_error_one_fix(err)
+
+
+def test_unsolvable_pin_is_one_line_with_its_root_cause(capsys: pytest.CaptureFixture[str], server: ChannelServer,
+                                                        tmp_path: Path) -> None:
+    code, _out, err = run_cli(capsys, "create", "p", "--file",
+                              env_file(tmp_path, f"python={PY}", "pytorch=2.13", "torchvision=0.20.1"),
+                              "--mirror", server.url, "--no-verify", "--no-adapt", "--python", PY)
+    assert code == 1
+    line = one_error_one_fix(err)
+    assert "torchvision 0.20.1" in line and "pytorch 2.5" in line, line  # the tree, flattened
+
+
+def test_unreachable_channel_is_one_line_redacted_and_v_shows_the_chain(tmp_path: Path) -> None:
+    mirror = f"http://envkit:S3cr3tPassw0rd@127.0.0.1:{closed_port()}/"
+    argv = ["create", "u", "--spec", "minimal", *GPU, "--python", PY, "--mirror", mirror, "--no-verify"]
+    done = subprocess.run([sys.executable, "-m", "envkit", *argv], env=dict(os.environ), capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 1, done.stderr
+    line = one_error_one_fix(done.stderr)
+    assert "Connection refused" in line and "S3cr3tPassw0rd" not in done.stdout + done.stderr, line
+    verbose = subprocess.run([sys.executable, "-m", "envkit", "-v", *argv], env=dict(os.environ),
+                             capture_output=True, text=True, timeout=120)
+    assert verbose.returncode == 1
+    assert "Caused by" in verbose.stderr and "tcp connect error" in verbose.stderr, verbose.stderr
+    assert "S3cr3tPassw0rd" not in verbose.stdout + verbose.stderr
+    assert len([x for x in verbose.stderr.splitlines() if x.startswith("error: ")]) == 1
