@@ -502,7 +502,7 @@ def install_and_settle(opts: Any, prefix: Path, build: Any, replacing: bool, tim
         return report, True
     from envkit.ownership import forget
 
-    forget(old.folder)  # its registry entry goes with it
+    forget(old.folder, prefix)  # its registry entry goes with it
     problem = old.release(remove_folder=True)
     if problem:
         notes.append(f"the old environment was replaced, but {problem}")

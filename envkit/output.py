@@ -108,6 +108,13 @@ def error(message: str, hint: str | None) -> None:
     from envkit.secrets import redact
 
     message, hint = redact(message), redact(hint) if hint else hint
+    if "\n" in message.strip() or (hint and "\n" in hint.strip()):
+        # the promise is one `error:` line and one `fix:` line; a multi-line engine text is condensed
+        # (its root cause kept) and shown whole only with -v
+        from envkit.engines.errtext import condensed
+
+        message = condensed(message, "error") or message.strip()
+        hint = " ".join(hint.split()) if hint else hint
     con = console(stderr=True)
     con.print(f"[bold red]error:[/] {esc(message)}")
     if hint:
@@ -296,12 +303,16 @@ def print_list(data: dict[str, Any]) -> None:
             outcome = env["verify"] or "never"
             style = _OUTCOME_STYLE.get(outcome, "dim")
             torch = "(unreadable)" if env.get("unreadable") else (
-                env["torch"] or ("?" if env["by_envkit"] else "(not envkit)"))
+                (env["torch"] or "?") if env["by_envkit"] else
+                " ".join(filter(None, [env["torch"], f"({env.get('origin', 'not envkit')})"])))
             table.add_row(esc(env["name"]), esc(torch), esc(build), f"[{style}]{esc(outcome)}[/]", esc(env["prefix"]))
         con.print(table)
         for env in data["environments"]:
             if env.get("unreadable"):
                 con.print(f"[yellow]note:[/] {esc(env['name'])}: {esc(env['unreadable'])}")
+            if not env["by_envkit"] and env.get("origin") in ("copied", "older envkit"):
+                con.print(f"[yellow]note:[/] {esc(env['name'])}: not proven envkit's: {esc(env['ownership'])}; "
+                          f"remove it with: {esc(env['remove'])}")
     else:
         con.print("no environments yet: envkit create dl_train")
     table = Table(show_edge=False, title="specs")

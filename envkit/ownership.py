@@ -66,11 +66,21 @@ def mark_owned(staging: Path, final: Path, owner_id: str) -> None:
     marker.write_text(text, encoding="utf-8")
 
 
-def forget(prefix: Path) -> None:
-    """Drop the registry entry of an env that was removed."""
+def forget(prefix: Path, made_for: Path | None = None) -> None:
+    """Drop the registry entry of an env that was removed (`made_for`: the path it was made for, when it
+    has been moved aside); only when the entry names that path."""
     owner_id = _marker_id(prefix)
-    if owner_id:
-        (registry_dir() / f"{owner_id}.json").unlink(missing_ok=True)
+    if not owner_id:
+        return
+    entry = registry_dir() / f"{owner_id}.json"
+    try:
+        registered = load_json(entry, "registry entry", limit=1 << 20)
+    except InputError:
+        return
+    recorded = registered.get("prefix") if isinstance(registered, dict) else None
+    # a copy carries the original's id: removing the copy must not orphan the original
+    if isinstance(recorded, str) and os.path.realpath(recorded) == os.path.realpath(made_for or prefix):
+        entry.unlink(missing_ok=True)
 
 
 def _marker_id(prefix: Path) -> str | None:

@@ -160,6 +160,19 @@ def load_yaml(path: Path, what: str = "file", limit: int = MAX_YAML_BYTES) -> An
     return loads_yaml(read_text(path, what, limit), path, what)
 
 
+def load_packaged_yaml(path: Path, what: str) -> dict[str, Any]:
+    """A data file shipped inside envkit (compat tables, mirrors): the same bounds as user input, a
+    mapping at the top, and a reinstall as the fix (a damaged or hand-edited installation)."""
+    fix = "reinstall envkit (pip install --force-reinstall envkit) to restore its data files"
+    try:
+        data = load_yaml(path, f"envkit's {what}")
+    except InputError as exc:
+        raise InputError(exc.message, fix) from None
+    if not isinstance(data, dict):
+        raise InputError(f"envkit's {what} {path} is damaged: its top level is not a mapping", fix)
+    return data
+
+
 def loads_json(text: str, path: Path | str, what: str = "file") -> Any:
     try:
         return json.loads(text)

@@ -360,6 +360,40 @@ def _text(value: Any) -> str | None:
     return None if value is None else str(value)[:200]
 
 
+def _origin(prefix: Path, meta: Path) -> tuple[str, str, str]:
+    """(origin, why, the remove command) by the same proof `remove` uses (envkit.ownership):
+    "envkit" (proven), "copied" (an envkit marker that does not prove this path: a copy, a moved env,
+    another ENVKIT_HOME), "older envkit" (create.json but no marker) or "not envkit"."""
+    from envkit.ownership import FOREIGN_FLAG, OWNER_FILE, ownership
+
+    owner = ownership(prefix)
+    ref = _shell_word(prefix.name if _resolves_to(prefix) else str(prefix))
+    if owner.owned:
+        return "envkit", owner.reason, f"envkit remove {ref}"
+    remove = f"envkit remove {ref} --yes {FOREIGN_FLAG}"
+    if (prefix / OWNER_FILE).exists() or (prefix / OWNER_FILE).is_symlink():
+        return "copied", owner.reason, remove
+    if (meta / "create.json").exists():
+        return "older envkit", owner.reason, remove
+    return "not envkit", owner.reason, remove
+
+
+def _resolves_to(prefix: Path) -> bool:
+    from envkit.errors import EnvkitError
+    from envkit.locations import find_prefix
+
+    try:
+        return find_prefix(prefix.name, None) == prefix
+    except EnvkitError:
+        return False
+
+
+def _shell_word(text: str) -> str:
+    import re
+
+    return text if re.match(r"^[A-Za-z0-9._/+-]+$", text) else "'" + text.replace("'", "'\\''") + "'"
+
+
 def list_all() -> dict[str, Any]:
     from envkit.locations import META_DIR, list_envs
     from envkit.render import specs
@@ -371,8 +405,10 @@ def list_all() -> dict[str, Any]:
         verify, verify_problem = _meta_json(meta / "verify.json")
         selection = created.get("selection")
         sel: dict[str, Any] = selection if isinstance(selection, dict) else {}
+        origin, why, remove = _origin(prefix, meta)
         row = {
-            "name": prefix.name, "prefix": str(prefix), "by_envkit": bool(created) or problem is not None,
+            "name": prefix.name, "prefix": str(prefix), "by_envkit": origin == "envkit",
+            "origin": origin, "ownership": why, "remove": remove,
             "torch": _text(sel.get("torch")), "cuda": _text(sel.get("cuda")), "flavor": _text(sel.get("flavor")),
             "created": _text(created.get("created")),
             "verify": _text(verify.get("outcome")), "verified": _text(verify.get("time")),

@@ -90,6 +90,10 @@ def audit(bed: Bed, tally: Tally, label: str, must_exist: list[str]) -> None:
             tally.flag("staging left after next cmd", f"{label}: {name}")
         elif not complete(bed.envs / name):
             tally.flag("half-made envs under a name", f"{label}: {name}")
+    from envkit.engines.cache_sweep import leftover_temps
+
+    for temp in leftover_temps(bed.cache / "pkgs"):  # rattler's own, from a kill mid-extract
+        tally.flag("staging left after next cmd", f"{label}: cache {temp.name}")
     for name in must_exist:
         if not complete(bed.envs / name):
             tally.flag("envs lost", f"{label}: {name}")

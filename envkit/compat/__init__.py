@@ -124,9 +124,9 @@ def driver_version(text: str) -> Version:
 
 @functools.lru_cache(maxsize=1)
 def load() -> CompatData:
-    import yaml
+    from envkit.safeio import load_packaged_yaml
 
-    raw: dict[str, Any] = yaml.safe_load(DATA_FILE.read_text(encoding="utf-8"))
+    raw: dict[str, Any] = load_packaged_yaml(DATA_FILE, "compatibility table")
     sources = raw["sources"]
     lists = {
         name: ArchList.parse(name, row["archs"], row["src"], row.get("status") != "unverified")

@@ -93,9 +93,9 @@ class LegacyData:
 
 @functools.lru_cache(maxsize=1)
 def load() -> LegacyData:
-    import yaml
+    from envkit.safeio import load_packaged_yaml
 
-    raw: dict[str, Any] = yaml.safe_load(DATA_FILE.read_text(encoding="utf-8"))
+    raw: dict[str, Any] = load_packaged_yaml(DATA_FILE, "legacy compatibility table")
     lists = {name: ArchList.parse(name, row["archs"], row["src"], row.get("status") != "unverified")
              for name, row in raw["arch_lists"].items()}
     releases = []

@@ -256,30 +256,33 @@ class RattlerEngine:
         return [self._planned(r) for r in self._records]
 
     def _solve_error(self, exc: Exception, vps: list[Any]) -> EngineError:
-        text = redact(str(exc))
+        from envkit.engines.errtext import condensed
+
+        full = redact(str(exc))
+        text = condensed(full, f"solve failed ({type(exc).__name__})")
         kind = type(exc).__name__
-        if "__cuda" in text:
+        if "__cuda" in full:
             have = next((_vp_text(v) for v in vps if _vp_text(v).startswith("__cuda")), None)
             why = (f"this solve had {have}" if have else
                    "this solve had no __cuda: no NVIDIA driver was detected and no CUDA override was given")
             return EngineError(
                 f"the CUDA build cannot be installed: {why}. __cuda is the virtual package for the highest CUDA "
-                f"the NVIDIA driver supports; CUDA builds of pytorch require it.\n{text}",
+                f"the NVIDIA driver supports; CUDA builds of pytorch require it: {text}",
                 "on a machine without a GPU (Docker build, CI) pass --cuda X.Y (or set CONDA_OVERRIDE_CUDA=X.Y) "
                 "for the target machine's CUDA, or use --cuda cpu for a CPU build")
-        if "__glibc" in text:
-            return EngineError(f"a package needs a newer glibc than this system has:\n{text}",
+        if "__glibc" in full:
+            return EngineError(f"a package needs a newer glibc than this system has: {text}",
                                "pick an older release of that package, or set CONDA_OVERRIDE_GLIBC for another host")
-        fs_hint = os_error_hint(text)
+        fs_hint = os_error_hint(full)
         if fs_hint is not None:
             return EngineError(f"could not read or write the package cache {self.settings.cache_dir}: {text}",
                                fs_hint)
-        if kind == "GatewayError" or "could not find subdir" in text or "failed to fetch" in text.lower():
+        if kind == "GatewayError" or "could not find subdir" in full or "failed to fetch" in full.lower():
             return EngineError(f"could not read channel repodata: {text}",
                                "check the network (or HTTPS_PROXY); behind a firewall use a mirror: --mirror tuna|ustc|"
                                "bfsu|sjtu|nju|aliyun or --mirror https://your.mirror/conda; a mirror may lack this channel")
         return EngineError(f"the solver found no solution: {text}",
-                           "relax the pins named above, or run `envkit detect` to see what this machine supports")
+                           "relax the pins named in the error, or run `envkit detect` to see what this machine supports")
 
     def _planned(self, record: Any) -> PlannedPackage:
         url = str(record.url)
@@ -406,9 +409,11 @@ class RattlerEngine:
         """Evict cached packages whose files no longer match their info/paths.json (size, and sha256
         where recorded), so rattler extracts them again instead of linking a truncated or edited file
         (a hardlinked file edited inside any env edits the cache too). Returns what was evicted."""
+        from envkit.engines.cache_sweep import sweep_rattler_temps
+
         pkgs = self.settings.cache_dir / "pkgs"
         stamps = self.settings.cache_dir / "envkit-verified"
-        evicted: list[str] = []
+        evicted: list[str] = sweep_rattler_temps(pkgs)
         self._fresh = []
         for record in self._records:
             stem = re.sub(r"(\.tar\.bz2|\.conda)$", "", str(record.file_name))
@@ -455,7 +460,10 @@ class RattlerEngine:
             raise self._install_error(exc) from None
 
     def _install_error(self, exc: Exception) -> EngineError:
+        from envkit.engines.errtext import condensed
+
         text = redact(str(exc))
+        line = condensed(text, f"install failed ({type(exc).__name__})")
         pkg = re.search(r"failed to fetch (\S+)", text)
         url = re.search(r"for url \((\S+?)\)", text) or re.search(r"((?:https?|file)://\S+)", text)
         server = ""
@@ -466,12 +474,12 @@ class RattlerEngine:
             server = self._server_of(pkg.group(1))
         what = f"downloading {pkg.group(1)}" if pkg else "installing"
         where = f" from {server}" if server else ""
-        cause = text.strip().splitlines()[-1] if text.strip() else type(exc).__name__
+        cause = line or type(exc).__name__
         if "No space left" in text or "Disk quota exceeded" in text:
-            return EngineError(f"{what} failed: the disk is full: {cause}\n{text}",
+            return EngineError(f"{what} failed: the disk is full: {cause}",
                                "free space where the environment and the package cache live (df -h), or use "
                                "--prefix PATH / ENVKIT_CACHE_DIR on a bigger disk")
-        return EngineError(f"{what}{where} failed: {cause}\n{text}",
+        return EngineError(f"{what}{where} failed: {cause}",
                            os_error_hint(text) or
                            "nothing was left behind; check the server (or mirror) and run the same command again")
 

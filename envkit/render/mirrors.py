@@ -37,9 +37,9 @@ class Mirror:
 
 @functools.lru_cache(maxsize=1)
 def _data() -> dict[str, Any]:
-    import yaml
+    from envkit.safeio import load_packaged_yaml
 
-    return yaml.safe_load(DATA.read_text(encoding="utf-8"))
+    return load_packaged_yaml(DATA, "mirror table")
 
 
 def canonical_urls() -> dict[str, str]:

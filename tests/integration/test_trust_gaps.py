@@ -1,0 +1,145 @@
+"""Issue 9, second pass: the gaps the first pass left (list and remove agree on ownership, rattler's
+own temp folders in the package cache are swept, engine errors are one line, packaged data is read
+through the bounded loader). Real local channel and loopback server throughout."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from helpers import run_cli
+from testbed.channel import PY
+from testbed.server import ChannelServer
+
+GPU = ["--cuda", "13.0"]
+
+
+def create(capsys: pytest.CaptureFixture[str], name: str, *args: str) -> tuple[int, str, str]:
+    return run_cli(capsys, "create", name, "--spec", "minimal", *GPU, "--python", PY, *args)
+
+
+# -- 1. list uses the same ownership proof as remove -------------------------------------------
+def test_list_and_remove_agree_on_who_made_an_env(capsys: pytest.CaptureFixture[str], server: ChannelServer,
+                                                  isolated: Path) -> None:
+    envs = isolated / "envs"
+    assert create(capsys, "orig", "--mirror", server.url, "--no-verify")[0] == 0
+    shutil.copytree(envs / "orig", envs / "copy", symlinks=True)
+    shutil.copytree(envs / "orig", envs / "old", symlinks=True)
+    (envs / "old" / ".envkit" / "owner.json").unlink()  # as an envkit older than the marker left it
+    code, out, err = run_cli(capsys, "list", "--json")
+    assert code == 0, err
+    rows = {e["name"]: e for e in json.loads(out)["environments"]}
+    assert rows["orig"]["by_envkit"] is True and rows["orig"]["origin"] == "envkit"
+    assert rows["orig"]["remove"] == "envkit remove orig"
+    assert rows["copy"]["by_envkit"] is False and rows["copy"]["origin"] == "copied"
+    assert "a copy or a moved env" in rows["copy"]["ownership"]
+    assert rows["old"]["by_envkit"] is False and rows["old"]["origin"] == "older envkit"
+    for name in ("copy", "old"):
+        assert rows[name]["remove"] == f"envkit remove {name} --yes --not-envkit"
+        code, _out, err = run_cli(capsys, "remove", name, "--yes")
+        assert code == 1 and "--not-envkit" in err and (envs / name).is_dir()
+    code, out, _err = run_cli(capsys, "list")
+    flat = " ".join(out.split())
+    assert "(copied)" in flat and "(older" in flat, out
+    assert "copy: not proven envkit's" in flat and "remove it with: envkit remove copy --yes --not-envkit" in flat
+    assert "old: not proven envkit's" in flat and "made by an older envkit" in flat
+    assert "orig: not proven" not in flat
+    code, _out, err = run_cli(capsys, *rows["copy"]["remove"].split()[1:])  # the printed command works
+    assert code == 0, err
+    assert not (envs / "copy").exists() and (envs / "orig" / "conda-meta").is_dir()
+    code, _out, err = run_cli(capsys, "remove", "orig", "--yes")  # still proven after its copy went: no flag
+    assert code == 0, err
+
+
+# -- 2. rattler's extraction temp folders left by a kill are swept -----------------------------
+def test_a_kill_mid_extract_leaves_nothing_after_the_next_create(capsys: pytest.CaptureFixture[str],
+                                                                 server: ChannelServer, tmp_path: Path) -> None:
+    from envkit.engines.cache_sweep import leftover_temps
+
+    pkgs = tmp_path / "cache" / "pkgs"  # ENVKIT_CACHE_DIR of the `isolated` fixture
+    argv = [sys.executable, "-m", "envkit", "create", "victim", "--spec", "minimal", *GPU, "--python", PY,
+            "--mirror", server.url, "--no-verify"]
+    left: list[Path] = []
+    for _attempt in range(4):  # extraction takes a fraction of a second: catch it mid-way
+        shutil.rmtree(pkgs, ignore_errors=True)
+        proc = subprocess.Popen(argv, env=dict(os.environ), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        while proc.poll() is None and not leftover_temps(pkgs):
+            time.sleep(0.002)
+        proc.kill()
+        proc.wait()
+        left = leftover_temps(pkgs)
+        if left:
+            break
+    assert left, "no create was caught mid-extract in 4 tries"
+    (pkgs / "user-notes").mkdir()  # not rattler's: stays
+    code, out, err = create(capsys, "next", "--mirror", server.url, "--no-verify")
+    assert code == 0, err
+    assert leftover_temps(pkgs) == [] and not any(p.exists() for p in left)
+    assert "unfinished package extraction" in out + err, out + err and (pkgs / "user-notes").is_dir()
+    assert (tmp_path / "envkit-home" / "envs" / "next" / "conda-meta" / "history").is_file()
+
+
+# -- 3. engine errors are one line (root cause) plus the fix; -v shows the whole chain ----------
+def closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def env_file(tmp_path: Path, *deps: str) -> str:
+    path = tmp_path / "env.yml"
+    path.write_text("name: x\nchannels:\n  - conda-forge\ndependencies:\n" + "".join(f"  - {d}\n" for d in deps))
+    return str(path)
+
+
+def one_error_one_fix(err: str) -> str:
+    lines = [line for line in err.splitlines() if line.strip()]
+    errors = [i for i, line in enumerate(lines) if line.startswith("error: ")]
+    fixes = [i for i, line in enumerate(lines) if line.startswith("fix: ")]
+    assert len(errors) == 1 and len(fixes) == 1 and fixes[0] == errors[0] + 1, err
+    assert lines[fixes[0]] == lines[-1], err  # nothing after the fix
+    assert "Caused by" not in err and "└─" not in err and "Traceback" not in err, err
+    return lines[errors[0]]
+
+
+def test_missing_package_is_one_line(capsys: pytest.CaptureFixture[str], server: ChannelServer,
+                                     tmp_path: Path) -> None:
+    code, _out, err = run_cli(capsys, "create", "m", "--file", env_file(tmp_path, f"python={PY}", "no-such-pkg"),
+                              "--mirror", server.url, "--no-verify", "--python", PY)
+    assert code == 1
+    assert "no-such-pkg" in one_error_one_fix(err)
+
+
+def test_unsolvable_pin_is_one_line_with_its_root_cause(capsys: pytest.CaptureFixture[str], server: ChannelServer,
+                                                        tmp_path: Path) -> None:
+    code, _out, err = run_cli(capsys, "create", "p", "--file",
+                              env_file(tmp_path, f"python={PY}", "pytorch=2.13", "torchvision=0.20.1"),
+                              "--mirror", server.url, "--no-verify", "--no-adapt", "--python", PY)
+    assert code == 1
+    line = one_error_one_fix(err)
+    assert "torchvision 0.20.1" in line and "pytorch 2.5" in line, line  # the tree, flattened
+
+
+def test_unreachable_channel_is_one_line_redacted_and_v_shows_the_chain(tmp_path: Path) -> None:
+    mirror = f"http://envkit:S3cr3tPassw0rd@127.0.0.1:{closed_port()}/"
+    argv = ["create", "u", "--spec", "minimal", *GPU, "--python", PY, "--mirror", mirror, "--no-verify"]
+    done = subprocess.run([sys.executable, "-m", "envkit", *argv], env=dict(os.environ), capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 1, done.stderr
+    line = one_error_one_fix(done.stderr)
+    assert "Connection refused" in line and "S3cr3tPassw0rd" not in done.stdout + done.stderr, line
+    verbose = subprocess.run([sys.executable, "-m", "envkit", "-v", *argv], env=dict(os.environ),
+                             capture_output=True, text=True, timeout=120)
+    assert verbose.returncode == 1
+    assert "Caused by" in verbose.stderr and "tcp connect error" in verbose.stderr, verbose.stderr
+    assert "S3cr3tPassw0rd" not in verbose.stdout + verbose.stderr
+    assert len([x for x in verbose.stderr.splitlines() if x.startswith("error: ")]) == 1
