@@ -57,7 +57,10 @@ def machine_from_json(data: dict[str, Any]) -> Machine:
 
 def detect_argv(request: Request | None) -> list[str]:
     """`envkit detect --json` plus what the user asked for, so each node names its own best build."""
-    argv = [*envkit_argv(), "detect", "--json"]
+    # --offline: compute nodes often have no route to the channels, and the fleet's build is chosen on the
+    # login node; a node's own row comes from the static data (or a catalogue cached there) in milliseconds
+    # instead of a network attempt per node (issue 11's catalogue stays a login-node affair)
+    argv = [*envkit_argv(), "detect", "--json", "--offline"]
     if request is not None:
         if request.cuda != "auto":
             argv += ["--cuda", request.cuda]
