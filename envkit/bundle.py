@@ -349,18 +349,10 @@ def offline_pip(bundle: Bundle) -> Iterator[None]:
 
 def restore_urls(prefix: Path, bundle: Bundle) -> None:
     """Installed records name the archive's original URL (as a networked create would), not the bundle."""
-    from envkit.errors import InputError
-    from envkit.safeio import load_json
+    from envkit.safeio import conda_records
 
     origin = {bundle.root.joinpath(f.path).absolute().as_uri(): f.url for f in bundle.files if f.kind == "conda"}
-    meta = prefix / "conda-meta"
-    for record in meta.glob("*.json"):
-        try:
-            data = load_json(record, "conda-meta record")
-        except InputError:
-            continue
-        if not isinstance(data, dict):
-            continue
+    for record, data in conda_records(prefix):
         url = str(data.get("url") or "")
         if url in origin:
             data["url"] = origin[url]

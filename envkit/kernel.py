@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from envkit.errors import InputError
-from envkit.safeio import load_json
+from envkit.safeio import conda_records, load_json
 
 MARK = "envkit"
 
@@ -64,13 +64,7 @@ def torch_of(prefix: Path) -> tuple[str | None, str | None]:
             return str(sel["torch"]), (f"CUDA {sel['cuda']}" if sel.get("cuda") else "CPU")
     except (InputError, AttributeError):
         pass
-    for record in sorted((prefix / "conda-meta").glob("pytorch-[0-9]*.json")):
-        try:
-            data = load_json(record, "conda-meta record")
-        except InputError:
-            continue
-        if not isinstance(data, dict):
-            continue
+    for _record, data in conda_records(prefix, "pytorch-[0-9]*.json"):
         build = str(data.get("build", ""))
         # conda-forge builds read cuda126_..., the pytorch channel's py3.12_cuda12.4_...
         match = re.search(r"cuda(\d+)\.(\d+)", build) or re.search(r"cuda(\d{2})(\d)", build)

@@ -192,6 +192,21 @@ def load_json_object(path: Path, what: str = "file", limit: int = MAX_INPUT_BYTE
     return data
 
 
+def conda_records(prefix: Path, pattern: str = "*.json") -> list[tuple[Path, dict[str, Any]]]:
+    """The readable conda-meta records of an env (sorted), each read through the bounded loader; a record
+    that is not a regular file, too big, not JSON or not an object is skipped (callers that must name a
+    broken record, like export and doctor, read them one by one instead)."""
+    out: list[tuple[Path, dict[str, Any]]] = []
+    for path in sorted((prefix / "conda-meta").glob(pattern)):
+        try:
+            data = load_json(path, "conda-meta record")
+        except InputError:
+            continue
+        if isinstance(data, dict):
+            out.append((path, data))
+    return out
+
+
 def conda_state_vars(prefix: Path) -> dict[str, str]:
     """`conda env config vars` of an env (conda-meta/state); a hostile or broken file is a clear error."""
     import re

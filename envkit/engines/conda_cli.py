@@ -170,15 +170,9 @@ def parse_plan(text: str) -> list[PlannedPackage]:
 
 def read_installed(prefix: Path) -> list[PlannedPackage]:
     """The real package list after the engine ran: conda-meta/*.json."""
-    out = []
-    for path in sorted((prefix / "conda-meta").glob("*.json")):
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if isinstance(data, dict) and data.get("name"):
-            out.append(_planned_from(data, cached=True))
-    return out
+    from envkit.safeio import conda_records  # bounded reads: the engine wrote these, but they are files
+
+    return [_planned_from(data, cached=True) for _path, data in conda_records(prefix) if data.get("name")]
 
 
 # -- errors ----------------------------------------------------------------------------------------
