@@ -162,7 +162,21 @@ def nccl_argv(target: Target, node: str, *, nnodes: int, endpoint: str, rdzv_id:
 def run_nccl(launcher: Launcher, nodes: Sequence[NodeSlot], target: Target, *, nproc: str = "gpu",
              timeout: float = 180.0, no_gpu: Sequence[str] = ()) -> NcclResult:
     """One torchrun per node; `nproc` "gpu" means one rank per visible GPU, and one rank (gloo on the CPU)
-    on the nodes in `no_gpu`, where torchrun would refuse "gpu"."""
+    on the nodes in `no_gpu`, where torchrun would refuse "gpu".
+
+    When no rank got as far as a report (the rendezvous port, picked free on this machine, can be taken
+    before torchrun binds it on the first node), the step runs once more on a new port and the result
+    says so; a step whose ranks ran and disagreed is never retried."""
+    first = _run_nccl_once(launcher, nodes, target, nproc=nproc, timeout=timeout, no_gpu=no_gpu)
+    if first.outcome != FAIL or first.data:
+        return first
+    second = _run_nccl_once(launcher, nodes, target, nproc=nproc, timeout=timeout, no_gpu=no_gpu)
+    return NcclResult(second.outcome, f"{second.summary} (second attempt; the first failed: {first.summary})",
+                      second.data, second.node_errors or first.node_errors)
+
+
+def _run_nccl_once(launcher: Launcher, nodes: Sequence[NodeSlot], target: Target, *, nproc: str,
+                   timeout: float, no_gpu: Sequence[str]) -> NcclResult:
     usable = [n for n in nodes if n.usable]
     if len(usable) < 1:
         return NcclResult(FAIL, "no node to run the NCCL check on")
