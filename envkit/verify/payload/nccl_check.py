@@ -105,4 +105,10 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    code = main(sys.argv)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # The report is out. Leave without the interpreter's finalizers: gloo/c10d threads still tearing down
+    # can abort the process at exit (SIGABRT after a complete, correct report, seen under load on CPU
+    # torch), which torchrun then reports as a failed worker.
+    os._exit(code)
