@@ -300,6 +300,9 @@ def load_bundle(root: Path, *, check: bool = True) -> Bundle:
         files = tuple(BundleFile(str(f["path"]), str(f["sha256"]), int(f["size"]), str(f.get("url") or ""),
                                  str(f.get("kind") or "conda")) for f in data["files"])
     except FileNotFoundError as exc:
+        if not root.exists():
+            raise BundleError(f"the bundle folder {root} does not exist",
+                              "give the folder `envkit bundle ... -o DIR` wrote (copied to this machine)") from exc
         raise BundleError(f"{root} is not an envkit bundle (no {MANIFEST})",
                           "make one on a machine with network: envkit bundle NAME -o DIR") from exc
     except InputError:
@@ -354,9 +357,19 @@ def restore_urls(prefix: Path, bundle: Bundle) -> None:
     origin = {bundle.root.joinpath(f.path).absolute().as_uri(): f.url for f in bundle.files if f.kind == "conda"}
     for record, data in conda_records(prefix):
         url = str(data.get("url") or "")
-        if url in origin:
+        if url not in origin:
+            continue
+        # The one "url" member is swapped in rattler's own text: re-encoding the whole record (its file
+        # list is most of it) cost more than the install of a small package. Anything unexpected (the
+        # member spelt another way, or twice) falls back to writing the parsed record.
+        text = record.read_text(encoding="utf-8")
+        needle = f'"url": {json.dumps(url)}'
+        if text.count(needle) == 1:
+            text = text.replace(needle, f'"url": {json.dumps(origin[url])}')
+        else:
             data["url"] = origin[url]
-            record.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+            text = json.dumps(data, indent=2) + "\n"
+        record.write_text(text, encoding="utf-8")
 
 
 def create_from_bundle(opts: Any, bundle: Bundle, *, progress: Any = None, on_line: Any = None) -> Any:

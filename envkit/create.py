@@ -294,6 +294,7 @@ def create_env(opts: CreateOptions, progress: Any = None, on_line: Any = None) -
     timer = Timer()
     external = opts.engine != "rattler"
     recreate = _recreate_source(opts)
+    locked: Any = None  # a lock's (Lock, platform entry), read once
     if recreate is not None:
         from envkit.detect import detect
 
@@ -323,7 +324,7 @@ def create_env(opts: CreateOptions, progress: Any = None, on_line: Any = None) -
     prefix = (opts.prefix.expanduser().absolute() if opts.prefix else default_prefix(opts.name))
     if opts.dry_run:
         return _engine_run(opts, envfile, env_text, selection, machine, changes, recreate, prefix, timer, [],
-                           False, progress, on_line)
+                           False, progress, on_line, locked)
     from envkit.staging import check_target, sweep, target_lock
 
     waited: list[str] = []
@@ -338,7 +339,7 @@ def create_env(opts: CreateOptions, progress: Any = None, on_line: Any = None) -
             notes = [*waited, *sweep(prefix.parent, held_name=prefix.name)]
             replacing = check_target(prefix, opts.force, opts.not_envkit)
             return _engine_run(opts, envfile, env_text, selection, machine, changes, recreate, prefix, timer,
-                               notes, replacing, progress, on_line)
+                               notes, replacing, progress, on_line, locked)
     except OSError as exc:
         raise filesystem_error(exc, prefix) from exc
 
@@ -360,8 +361,10 @@ def filesystem_error(exc: OSError, prefix: Path) -> EnvkitError:
 
 def _engine_run(opts: CreateOptions, envfile: EnvFile, env_text: str, selection: Selection | None,
                 machine: Machine, changes: tuple[str, ...], recreate: tuple[Path, str] | None, prefix: Path,
-                timer: Timer, notes: list[str], replacing: bool, progress: Any, on_line: Any) -> CreateResult:
-    """Solve and install with the chosen engine; under the target lock unless this is a dry run."""
+                timer: Timer, notes: list[str], replacing: bool, progress: Any, on_line: Any,
+                locked: Any = None) -> CreateResult:
+    """Solve and install with the chosen engine; under the target lock unless this is a dry run.
+    `locked`: the (Lock, platform entry) create_env already read from a lock (None: an explicit file)."""
     from envkit.config import cache_dir, load_file_config
     from envkit.render import mirrors
 
@@ -398,7 +401,6 @@ def _engine_run(opts: CreateOptions, envfile: EnvFile, env_text: str, selection:
     engine = RattlerEngine(settings, progress)
     if recreate is not None:
         source, kind = recreate
-        locked = _recreate_envfile(opts.name, source, kind)[1]
         with timer.phase("solve"):
             packages = tuple(engine.load_locked(locked) if locked is not None else engine.load_explicit(source))
         specs = [p.name for p in packages]

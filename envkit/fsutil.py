@@ -20,6 +20,7 @@ import os
 import re
 import stat
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -273,12 +274,35 @@ def try_lock(path: Path) -> int | None:
     return fd
 
 
+# (device, inode, size, mtime, ctime) -> sha256 of files hashed by this process. A bundle's archives are
+# checked against its manifest and then again against the lock on their way into the engine; a 2.5 GB
+# torch archive hashed twice costs seconds on every node. ctime changes on any write, truncate, chmod or
+# rename and cannot be set back from user space, but the kernel stamps it from a coarse clock (one tick,
+# 1-10 ms), so a change within the tick of the last one can keep it. As git does with "racily clean"
+# index entries, only files whose ctime is already RACY_NS in the past are remembered: any later change
+# then gets a later ctime, and a new file on a reused inode gets its own.
+_DIGESTS: dict[tuple[int, int, int, int, int], str] = {}
+RACY_NS = 2_000_000_000
+
+
+def _file_key(info: os.stat_result) -> tuple[int, int, int, int, int]:
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
 def sha256_of(path: Path) -> str:
-    """The file's sha256 (hex), read in 1 MiB blocks: what conda records and locks carry."""
+    """The file's sha256 (hex), read in 1 MiB blocks: what conda records and locks carry. Hashed once per
+    process while the file stays unchanged (see _DIGESTS)."""
     import hashlib
 
-    digest = hashlib.sha256()
     with Path(path).open("rb") as handle:
+        before = _file_key(os.fstat(handle.fileno()))
+        known = _DIGESTS.get(before)
+        if known is not None:
+            return known
+        digest = hashlib.sha256()
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
-    return digest.hexdigest()
+        value = digest.hexdigest()
+        if _file_key(os.fstat(handle.fileno())) == before and time.time_ns() - before[4] > RACY_NS:
+            _DIGESTS[before] = value  # unchanged while it was read, and not racily new
+    return value

@@ -339,7 +339,7 @@ def _pypi_entry(pkg: LockedPypi) -> dict[str, Any]:
 
 def render_lock(lock: Lock, version: int = DEFAULT_VERSION) -> str:
     """Lock -> rattler-lock text (v6: what conda-lockfiles 0.2 and pixi read; v7: py-rattler 0.28's)."""
-    import yaml
+    from envkit.safeio import dump_yaml
 
     if version not in SUPPORTED_VERSIONS:
         raise LockError(f"cannot write rattler-lock version {version}",
@@ -373,7 +373,7 @@ def render_lock(lock: Lock, version: int = DEFAULT_VERSION) -> str:
                              for p in sorted(lock.platforms, key=lambda p: p.name)]
     data["environments"] = {lock.environment: env}
     data["packages"] = packages
-    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, width=1000)
+    return dump_yaml(data, sort_keys=False, default_flow_style=False, width=1000)
 
 
 def _sorted_conda(pkgs: Iterable[LockedConda]) -> list[LockedConda]:

@@ -57,3 +57,29 @@ def test_a_lock_is_exclusive_and_its_file_goes_with_it(tmp_path: Path) -> None:
     fd = fsutil.try_lock(path)
     assert fd is not None
     os.close(fd)
+
+
+def test_a_file_is_hashed_once_per_process_while_it_is_unchanged(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    import hashlib
+    import time
+
+    from envkit import fsutil
+
+    path = tmp_path / "pkg.conda"
+    path.write_bytes(b"a" * 4096)
+    first = fsutil.sha256_of(path)
+    assert first == hashlib.sha256(b"a" * 4096).hexdigest()
+    assert not [k for k in fsutil._DIGESTS if k[1] == path.stat().st_ino], "a racily new file must not be kept"
+    # two seconds later (the clock moved on, not the file): remembered, and the second call reads nothing
+    later = time.time_ns() + 3_000_000_000
+    monkeypatch.setattr(fsutil.time, "time_ns", lambda: later)
+    assert fsutil.sha256_of(path) == first
+    monkeypatch.setattr(hashlib, "sha256", lambda: pytest.fail("hashed again"))
+    assert fsutil.sha256_of(path) == first
+    monkeypatch.undo()
+    # the same size rewritten in place: ctime moves on, so it is hashed again
+    time.sleep(0.02)
+    with path.open("r+b") as handle:
+        handle.write(b"b")
+    assert fsutil.sha256_of(path) == hashlib.sha256(b"b" + b"a" * 4095).hexdigest()
