@@ -229,8 +229,10 @@ def render(spec: str | None, from_file: str | None, spec_path: str | None, outpu
 @click.option("--lock", "lock_file", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Recreate this platform's packages of a lock (envkit lock, export --format lock, pixi.lock "
                    "v6/v7), no solve.")
-@click.option("--bundle", "bundle_dir", type=click.Path(exists=True, file_okay=False), default=None,
+@click.option("--bundle", "bundle_dir", type=click.Path(file_okay=False), default=None,
               help="Install from a bundle folder (envkit bundle): no network, every checksum verified first.")
+@click.option("--bundle-gate", is_flag=True, hidden=True,
+              help="fleet create's node side: load everything, then wait for 'go' on stdin before reading the bundle.")
 @click.option("--mirror", default=None, envvar="ENVKIT_MIRROR", help="Mirror profile or URL for channels and PyPI.")
 @click.option("--channel", "channels", multiple=True, metavar="URL",
               help="Use these channels instead of the file's (repeatable; file://, http(s)://).")
@@ -248,7 +250,7 @@ def render(spec: str | None, from_file: str | None, spec_path: str | None, outpu
               help="Do not register the env as a Jupyter kernel (done when it has ipykernel).")
 @selection_options
 def create(name: str, spec: str | None, env_file: str | None, no_adapt: bool, lock_file: str | None,
-           bundle_dir: str | None, mirror: str | None,
+           bundle_dir: str | None, bundle_gate: bool, mirror: str | None,
            channels: tuple[str, ...], prefix: str | None, engine: str | None, dry_run: bool, force: bool,
            not_envkit: bool, no_verify: bool, require_gpu: bool, quiet: bool, as_json: bool, cuda: str | None, torch_spec: str | None,
            python: str | None, flavor: str | None, driver_version: str | None, compute_capability: tuple[str, ...],
@@ -262,9 +264,17 @@ def create(name: str, spec: str | None, env_file: str | None, no_adapt: bool, lo
     from envkit.render.specs import available
 
     bundle = None
+    if bundle_gate and not bundle_dir:
+        from envkit.errors import UsageError
+
+        raise UsageError("--bundle-gate needs --bundle DIR", "it is the node side of envkit fleet create")
     if bundle_dir:
         from envkit.bundle import load_bundle
 
+        if bundle_gate:
+            from envkit.fleet.create import wait_for_go
+
+            wait_for_go(Path(bundle_dir))
         bundle = load_bundle(Path(bundle_dir))  # every file's sha256 is checked before anything is installed
         lock_file = str(bundle.lock_path)
     if spec is None and env_file is None and lock_file is None:

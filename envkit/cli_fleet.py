@@ -354,8 +354,11 @@ class LiveNodes:
         import time
 
         with self.lock:
-            if what == "running":
-                self.rows[node] = ("running", time.monotonic(), None, "")
+            if what in ("running", "waiting"):  # waiting: started early, loaded, until the bundle is complete
+                self.rows[node] = (what, time.monotonic(), None, "")
+            elif what == "stopped":  # told to leave before doing anything (fleet create failed first)
+                started = self.rows.get(node, ("", time.monotonic(), None, ""))[1]
+                self.rows[node] = ("stopped", started, run.seconds if run else 0.0, "")
             else:
                 started = self.rows.get(node, ("", time.monotonic(), None, ""))[1]
                 ok = run is not None and run.ok
@@ -374,7 +377,7 @@ class LiveNodes:
             table.add_column(col, overflow="fold")
         with self.lock:
             for node, (state, started, seconds, error) in sorted(self.rows.items()):
-                style = {"done": "green", "FAILED": "bold red"}.get(state, "yellow")
+                style = {"done": "green", "FAILED": "bold red", "stopped": "dim"}.get(state, "yellow")
                 took = seconds if seconds is not None else time.monotonic() - started
                 table.add_row(esc(node), f"[{style}]{state}[/]", f"{took:.1f}", esc(error[:120]))
         return table

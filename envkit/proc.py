@@ -10,6 +10,7 @@ import os
 import shlex
 import signal
 import subprocess
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -50,22 +51,43 @@ def child_env(extra: Mapping[str, str] | None = None, *, isolate_python: bool = 
 
 def run(argv: Sequence[str], *, timeout: float | None = 60.0, env: Mapping[str, str] | None = None,
         cwd: str | None = None, input_text: str | None = None,
-        on_line: Callable[[str], None] | None = None, stdin_file: str | None = None) -> Completed:
+        on_line: Callable[[str], None] | None = None, stdin_file: str | int | None = None,
+        timeout_from: threading.Event | None = None) -> Completed:
     """Run `argv`; on timeout kill the whole process group (children included) and say so.
 
     Raises FileNotFoundError when the program does not exist (callers turn that into an EnvkitError).
     With `on_line`, stdout+stderr are streamed line by line (external engines) and returned merged.
+    `stdin_file`: a file's path, or the read end of a pipe (an fd) the caller writes to later.
+    `timeout_from`: the timeout counts from the moment this event is set, not from the start (a child
+    started early that waits on its stdin for the go, e.g. a fleet node while the bundle is made).
     """
     argv = tuple(str(a) for a in argv)
     log.debug("run: %s", shlex.join(argv))
+    if isinstance(stdin_file, int):
+        return _run(argv, timeout, env, cwd, None, on_line, stdin_file, timeout_from)
     if stdin_file is not None:  # a (large, binary) file as stdin: the child reads it straight from disk
         with open(stdin_file, "rb") as handle:
-            return _run(argv, timeout, env, cwd, None, on_line, handle)
-    return _run(argv, timeout, env, cwd, input_text, on_line, None)
+            return _run(argv, timeout, env, cwd, None, on_line, handle, timeout_from)
+    return _run(argv, timeout, env, cwd, input_text, on_line, None, timeout_from)
+
+
+def _communicate(proc: subprocess.Popen[str], input_text: str | None, timeout: float | None,
+                 timeout_from: threading.Event | None) -> tuple[str, str]:
+    """communicate(), with the timeout starting when `timeout_from` is set (output is drained meanwhile:
+    retrying communicate after its TimeoutExpired loses nothing, per the subprocess docs)."""
+    if timeout_from is None or timeout is None:
+        return proc.communicate(input=input_text, timeout=timeout)
+    while not timeout_from.is_set():
+        try:
+            return proc.communicate(input=input_text, timeout=0.2)
+        except subprocess.TimeoutExpired:
+            input_text = None  # already written by the first call
+    return proc.communicate(input=input_text, timeout=timeout)
 
 
 def _run(argv: tuple[str, ...], timeout: float | None, env: Mapping[str, str] | None, cwd: str | None,
-         input_text: str | None, on_line: Callable[[str], None] | None, stdin: Any) -> Completed:
+         input_text: str | None, on_line: Callable[[str], None] | None, stdin: Any,
+         timeout_from: threading.Event | None = None) -> Completed:
     proc = subprocess.Popen(  # noqa: S603 - argv list, never a shell
         argv,
         stdin=stdin if stdin is not None else subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
@@ -80,7 +102,7 @@ def _run(argv: tuple[str, ...], timeout: float | None, env: Mapping[str, str] | 
     try:
         if on_line is not None:
             return _stream(proc, argv, timeout, on_line)
-        out, err = proc.communicate(input=input_text, timeout=timeout)
+        out, err = _communicate(proc, input_text, timeout, timeout_from)
         return Completed(argv, proc.returncode, out, err)
     except subprocess.TimeoutExpired:
         _kill_group(proc)

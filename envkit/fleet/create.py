@@ -54,6 +54,42 @@ _STAGE = ('base="$1"; shift; [ -n "$base" ] || base="${TMPDIR:-/tmp}"; '
           f'for a; do shift; [ "$a" = "{STAGED}" ] && a="$d"; set -- "$@" "$a"; done; '
           '"$@"')
 STAGE_MODES = ("auto", "always", "never")
+# Nodes start while the login node still solves and downloads: `envkit create --bundle DIR --bundle-gate`
+# loads everything it will need (the interpreter, envkit, py-rattler: ~0.25 s, far more from a cold
+# NFS home) and, outside an allocation, srun waits for its nodes meanwhile; then it waits for one line on
+# stdin. GO: the bundle is complete. Anything else, or the end of stdin (fleet create failed or was
+# stopped): the node leaves, having made nothing.
+GO = "go"
+GATE_CLOSED_RC = 87
+
+
+def wait_for_go(bundle_dir: Path) -> None:
+    """The node's side of the gate (see GO); then the probe `--stage-bundle auto` relies on."""
+    import importlib
+    import os
+    import sys
+
+    for module in ("envkit.create", "envkit.bundle", "envkit.engines.rattler_engine", "envkit.lockfile",
+                   "envkit.detect.sources", "envkit.output", "rattler", "rich.console", "pynvml"):
+        try:
+            importlib.import_module(module)
+        except ImportError:  # reported where it is really needed, with its own fix
+            pass
+    line = bytearray()
+    while not line.endswith(b"\n"):  # byte by byte: nothing after the line is taken from stdin
+        chunk = os.read(0, 1)
+        if not chunk:
+            break
+        line += chunk
+    if line.decode(errors="replace").strip() != GO:
+        print("error: fleet create stopped before the bundle was complete; nothing was made on this node",
+              file=sys.stderr)
+        raise SystemExit(GATE_CLOSED_RC)
+    from envkit.bundle import MANIFEST
+
+    if not os.access(bundle_dir / MANIFEST, os.R_OK):
+        print(NO_BUNDLE, flush=True)
+        raise SystemExit(NO_BUNDLE_RC)
 
 
 @dataclass(frozen=True)
@@ -147,10 +183,13 @@ def _needs_bundle(run: NodeRun) -> bool:
 def install_everywhere(launcher: Launcher, nodes: Sequence[NodeSlot], name: str, bundle_dir: Path, *,
                        prefix_template: str | None = None, force: bool = False, timeout: float = CREATE_TIMEOUT,
                        stage: str = "auto", stage_dir: str | None = None,
-                       on_event: Callable[[str, str, NodeRun | None], None] | None = None
+                       on_event: Callable[[str, str, NodeRun | None], None] | None = None,
+                       make: Callable[[], None] | None = None
                        ) -> tuple[list[NodeCreate], bool, dict[str, float]]:
     """`envkit create NAME --bundle DIR` on each node (or once, for a shared prefix), then a check everywhere.
-    `stage`: auto (stage the bundle onto the nodes that cannot read it at its path), always, never."""
+    `stage`: auto (stage the bundle onto the nodes that cannot read it at its path), always, never.
+    `make`: writes the bundle at `bundle_dir` while the nodes start (see GO); its error is raised after
+    every node has left. None: the bundle is there already."""
     import tempfile
 
     from envkit.locations import default_prefix
@@ -177,6 +216,9 @@ def install_everywhere(launcher: Launcher, nodes: Sequence[NodeSlot], name: str,
     def probe_argv(node: NodeSlot) -> list[str]:
         return ["sh", "-c", _PROBE, "envkit-fleet-probe", bundle_path, *create_argv(node)]
 
+    def gated_argv(node: NodeSlot) -> list[str]:
+        return [*create_argv(node), "--bundle-gate"]  # the node probes for the bundle itself, after the go
+
     def staged_argv(node: NodeSlot) -> list[str]:
         base = (stage_dir or "").replace("{node}", node.name)
         return ["sh", "-c", _STAGE, "envkit-fleet-stage", base, *create_argv(node, STAGED)]
@@ -184,18 +226,31 @@ def install_everywhere(launcher: Launcher, nodes: Sequence[NodeSlot], name: str,
     staged: set[str] = set()
     workdir: list[Path] = []
 
-    def install(targets: Sequence[NodeSlot]) -> list[NodeRun]:
-        if stage == "never":
-            return run_all(launcher, targets, create_argv, timeout=timeout, on_event=on_event)
-        if stage == "auto":
-            def quiet(node: str, what: str, run: NodeRun | None) -> None:
-                if on_event and not (run is not None and _needs_bundle(run)):
-                    on_event(node, what, run)
+    def quiet(node: str, what: str, run: NodeRun | None) -> None:
+        if on_event and not (stage == "auto" and run is not None and _needs_bundle(run)):
+            on_event(node, what, run)
 
-            runs = run_all(launcher, targets, probe_argv, timeout=timeout, on_event=quiet)
-            missing = {r.node for r in runs if _needs_bundle(r)}
-        else:
+    def first_pass(targets: Sequence[NodeSlot]) -> list[NodeRun]:
+        """Every node installs from the bundle's own path (stage auto/never); with `make`, started at once."""
+        if make is None:
+            if stage == "never":
+                return run_all(launcher, targets, create_argv, timeout=timeout, on_event=on_event)
+            return run_all(launcher, targets, probe_argv, timeout=timeout, on_event=quiet)
+        return _gated(launcher, targets, gated_argv, make, timeout=timeout, on_event=quiet, phases=phases)
+
+    def install(targets: Sequence[NodeSlot]) -> list[NodeRun]:
+        if stage == "always":
+            if make is not None:
+                t0 = time.perf_counter()
+                make()  # the staged copy is a tar of the finished bundle: nothing to start early
+                phases["solve+bundle"] = time.perf_counter() - t0
             runs, missing = [], {n.name for n in targets}
+        else:
+            runs = first_pass(targets)
+            missing = {r.node for r in runs if _needs_bundle(r)}
+            if stage == "never":
+                runs = [_unreadable(r, bundle_path) if r.node in missing else r for r in runs]
+                missing = set()
         if not missing:
             return runs
         t0 = time.perf_counter()
@@ -218,7 +273,7 @@ def install_everywhere(launcher: Launcher, nodes: Sequence[NodeSlot], name: str,
     finally:
         for folder in workdir:
             shutil.rmtree(folder, ignore_errors=True)
-    phases["install"] = time.perf_counter() - start
+    phases["install"] = time.perf_counter() - start - phases.get("solve+bundle", 0.0)
     if shared:
         failed_first = [r for r in runs if not r.ok]
         for run in failed_first:
@@ -253,15 +308,93 @@ def install_everywhere(launcher: Launcher, nodes: Sequence[NodeSlot], name: str,
     return [results[n.name] for n in nodes], shared, phases
 
 
+def _unreadable(run: NodeRun, bundle_path: str) -> NodeRun:
+    """--stage-bundle never, and the node cannot read the bundle where the login node wrote it."""
+    from dataclasses import replace
+
+    return replace(run, stdout="", stderr=f"error: this node cannot read the bundle at {bundle_path} (not on a "
+                   "filesystem it shares with the login node?)\nfix: give --bundle-dir a shared folder, or stage "
+                   "it onto the nodes: --stage-bundle auto")
+
+
+def _gated(launcher: Launcher, targets: Sequence[NodeSlot], argv_for: Callable[[NodeSlot], list[str]],
+           make: Callable[[], None], *, timeout: float, on_event: Callable[[str, str, NodeRun | None], None],
+           phases: dict[str, float]) -> list[NodeRun]:
+    """Start every node's install at once, each waiting on a pipe for the GO, then make the bundle and
+    open the gates; a failed `make` closes them instead (the nodes leave, having made nothing) and is
+    raised once every node has answered. Node timeouts count from the gates' opening."""
+    import os
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    if not targets:  # nothing to install on, but the bundle (and its errors) still come
+        t0 = time.perf_counter()
+        make()
+        phases["solve+bundle"] = time.perf_counter() - t0
+        return []
+    gates = {n.name: os.pipe() for n in targets}  # the read ends go to the nodes' stdin; ours stay open
+    opened = threading.Event()  # so a write never meets a closed pipe
+    aborted = False
+    finished: set[str] = set()
+    lock = threading.Lock()
+
+    def relay(node: str, what: str, run: NodeRun | None) -> None:
+        """Started nodes show as waiting until the go; after a failed `make` their ends are "stopped"."""
+        with lock:
+            if what == "running":
+                on_event(node, "waiting", None)
+                return
+            finished.add(node)
+            on_event(node, "stopped" if aborted else what, run)
+
+    def close_gates(message: bytes) -> None:
+        for _read, write in gates.values():
+            try:
+                if message:
+                    os.write(write, message)
+            except OSError:
+                pass
+            finally:
+                os.close(write)
+        opened.set()
+
+    try:
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            runs = pool.submit(run_all, launcher, targets, argv_for, timeout=timeout, on_event=relay,
+                               stdin_for=lambda n: gates[n.name][0], timeout_from=opened)
+            t0 = time.perf_counter()
+            try:
+                make()
+            except BaseException:
+                with lock:
+                    aborted = True
+                close_gates(b"")
+                runs.result()
+                raise
+            finally:
+                phases["solve+bundle"] = time.perf_counter() - t0
+            with lock:
+                close_gates(f"{GO}\n".encode())
+                for node in targets:
+                    if node.name not in finished:
+                        on_event(node.name, "running", None)
+            return runs.result()
+    finally:
+        if not opened.is_set():
+            close_gates(b"")
+        for read, _write in gates.values():
+            os.close(read)
+
+
 def fleet_create(launcher: Launcher, name: str, *, bundle_dir: Path,
                  make_bundle: Callable[[Any, Path], Any] | None, request: Any = None,
                  prefix_template: str | None = None, force: bool = False, timeout: float = CREATE_TIMEOUT,
                  select: bool = True, stage: str = "auto", stage_dir: str | None = None,
                  on_step: Callable[[str], None] | None = None,
                  on_event: Callable[[str, str, NodeRun | None], None] | None = None) -> FleetCreate:
-    """With `make_bundle` ((FleetSelection, folder) -> Bundle): inventory, select, solve once, bundle
-    (`select=False`: a file taken literally has nothing to select); else install the existing bundle at
-    `bundle_dir`. Then install everywhere."""
+    """With `make_bundle` ((FleetSelection, folder) -> Bundle): inventory, select, then solve once and bundle
+    while the nodes start (`select=False`: a file taken literally has nothing to select); else install the
+    existing bundle at `bundle_dir`. Then install everywhere."""
     from envkit.bundle import load_bundle
 
     step = on_step or (lambda _t: None)
@@ -269,37 +402,44 @@ def fleet_create(launcher: Launcher, name: str, *, bundle_dir: Path,
     phases: dict[str, float] = {}
     fleet = None
     slots = launcher.nodes()
-    if make_bundle is not None and not select:
-        step("the file is taken as is (--no-adapt): nothing to select, solving once")
-        t0 = time.perf_counter()
-        bundle = make_bundle(None, bundle_dir)
-        phases["solve+bundle"] = time.perf_counter() - t0
-    elif make_bundle is not None:
-        from envkit.fleet.inventory import inventory
-        from envkit.fleet.select import select_fleet
+    make = None
+    if make_bundle is not None:
+        if select:
+            from envkit.fleet.inventory import inventory
+            from envkit.fleet.select import select_fleet
 
-        step(f"detecting {len(slots)} node(s)")
-        t0 = time.perf_counter()
-        inv = inventory(launcher, request)
-        fleet = select_fleet(inv.nodes, request)
-        phases["detect+select"] = time.perf_counter() - t0
-        if fleet.selection is None:
-            raise EnvkitError(fleet.error or "no build fits the fleet", fleet.hint)
-        _say_build(step, fleet)
-        slots = _mark_unreachable(slots, inv)
-        t0 = time.perf_counter()
-        bundle = make_bundle(fleet, bundle_dir)
-        phases["solve+bundle"] = time.perf_counter() - t0
+            step(f"detecting {len(slots)} node(s)")
+            t0 = time.perf_counter()
+            inv = inventory(launcher, request)
+            fleet = select_fleet(inv.nodes, request)
+            phases["detect+select"] = time.perf_counter() - t0
+            if fleet.selection is None:
+                raise EnvkitError(fleet.error or "no build fits the fleet", fleet.hint)
+            _say_build(step, fleet)
+            slots = _mark_unreachable(slots, inv)
+        else:
+            step("the file is taken as is (--no-adapt): nothing to select, solving once")
+        make = _maker(make_bundle, fleet, bundle_dir, step, sum(s.usable for s in slots))
     else:
         t0 = time.perf_counter()
         bundle = load_bundle(bundle_dir)
         phases["check bundle"] = time.perf_counter() - t0
-    step(f"installing on {sum(s.usable for s in slots)} node(s) from {bundle.root}")
-    rows, shared, install_phases = install_everywhere(launcher, slots, name, bundle.root,
+        step(f"installing on {sum(s.usable for s in slots)} node(s) from {bundle.root}")
+    rows, shared, install_phases = install_everywhere(launcher, slots, name, bundle_dir,
                                                       prefix_template=prefix_template, force=force, timeout=timeout,
-                                                      stage=stage, stage_dir=stage_dir, on_event=on_event)
+                                                      stage=stage, stage_dir=stage_dir, on_event=on_event, make=make)
     phases.update(install_phases)
-    return FleetCreate(name, tuple(rows), str(bundle.root), shared, time.perf_counter() - start, phases, fleet)
+    return FleetCreate(name, tuple(rows), str(bundle_dir), shared, time.perf_counter() - start, phases, fleet)
+
+
+def _maker(make_bundle: Callable[[Any, Path], Any], fleet: Any, bundle_dir: Path, step: Callable[[str], None],
+           nodes: int) -> Callable[[], None]:
+    """The bundle-making step handed to install_everywhere (it runs while the nodes start)."""
+    def make() -> None:
+        bundle = make_bundle(fleet, bundle_dir)
+        step(f"installing on {nodes} node(s) from {bundle.root}")
+
+    return make
 
 
 def _say_build(step: Callable[[str], None], fleet: Any) -> None:
@@ -316,6 +456,10 @@ def _mark_unreachable(slots: Sequence[NodeSlot], inv: Any) -> list[NodeSlot]:
     return [s if s.name in answered else NodeSlot(s.name, s.partition, s.state,
                                                   f"detect failed: {unreachable.get(s.name) or s.reason}")
             for s in slots]
+
+
+def _prefixed(step: Callable[[str], None], prefix: str) -> Callable[[str], None]:
+    return lambda text: step(prefix + text)
 
 
 def fleet_create_per_partition(launcher: Launcher, name: str, *, bundle_dir: Path,
@@ -352,16 +496,15 @@ def fleet_create_per_partition(launcher: Launcher, name: str, *, bundle_dir: Pat
             results.append(FleetCreate(name, none, "", True, 0.0, phases, fleet, partition))
             continue
         _say_build(step, fleet)
-        t1 = time.perf_counter()
-        bundle = make_bundle(fleet, bundle_dir / partition)
-        phases["solve+bundle"] = time.perf_counter() - t1
-        step(f"partition {partition}: installing on {sum(s.usable for s in members)} node(s) from {bundle.root}")
+        folder = bundle_dir / partition
+        make = _maker(make_bundle, fleet, folder, _prefixed(step, f"partition {partition}: "),
+                      sum(s.usable for s in members))
         template = prefix_template.replace("{partition}", partition) if prefix_template else None
-        rows, shared, install_phases = install_everywhere(launcher, members, name, bundle.root,
+        rows, shared, install_phases = install_everywhere(launcher, members, name, folder,
                                                           prefix_template=template, force=force,
                                                           timeout=timeout, stage=stage, stage_dir=stage_dir,
-                                                          on_event=on_event)
+                                                          on_event=on_event, make=make)
         phases.update(install_phases)
-        results.append(FleetCreate(name, tuple(rows), str(bundle.root), shared,
+        results.append(FleetCreate(name, tuple(rows), str(folder), shared,
                                    time.perf_counter() - start + detect_s, phases, fleet, partition))
     return results

@@ -14,6 +14,7 @@ import os
 import secrets
 import shlex
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -112,7 +113,8 @@ class Launcher(Protocol):
     def nodes(self) -> list[NodeSlot]: ...
 
     def run(self, node: NodeSlot, argv: Sequence[str], *, timeout: float,
-            env: Mapping[str, str] | None = None, stdin: str | None = None) -> NodeRun: ...
+            env: Mapping[str, str] | None = None, stdin: str | int | None = None,
+            timeout_from: threading.Event | None = None) -> NodeRun: ...
 
     def address(self, node: str) -> str: ...
 
@@ -159,7 +161,8 @@ class LocalLauncher:
         return ",".join(str(i) for i in range(first, first + self.gpus_per_node))
 
     def run(self, node: NodeSlot, argv: Sequence[str], *, timeout: float,
-            env: Mapping[str, str] | None = None, stdin: str | None = None) -> NodeRun:
+            env: Mapping[str, str] | None = None, stdin: str | int | None = None,
+            timeout_from: threading.Event | None = None) -> NodeRun:
         extra = dict(env or {}, ENVKIT_FLEET_NODE=node.name)
         gpus = self._gpus(node.name)
         if gpus is not None:
@@ -167,7 +170,7 @@ class LocalLauncher:
         start = time.perf_counter()
         try:
             done = proc.run(["sh", "-c", _WRAP, "envkit-node", *argv], timeout=timeout, env=proc.child_env(extra),
-                            stdin_file=stdin)
+                            stdin_file=stdin, timeout_from=timeout_from)
         except FileNotFoundError as exc:
             raise EnvkitError(f"cannot run sh: {exc}", "install a POSIX shell") from exc
         seconds = time.perf_counter() - start
@@ -269,14 +272,16 @@ class SlurmLauncher:
         return argv + self.srun.argv()
 
     def run(self, node: NodeSlot, argv: Sequence[str], *, timeout: float,
-            env: Mapping[str, str] | None = None, stdin: str | None = None) -> NodeRun:
-        """`stdin`: a file fed to the task's stdin (srun forwards its stdin to the tasks: srun(1), "IO
-        Redirection")."""
+            env: Mapping[str, str] | None = None, stdin: str | int | None = None,
+            timeout_from: threading.Event | None = None) -> NodeRun:
+        """`stdin`: a file, or a pipe's read end, fed to the task's stdin (srun forwards its stdin to the
+        tasks as it arrives: srun(1), "IO Redirection"). `timeout_from`: see proc.run."""
         job_name = f"envkit-fleet-{secrets.token_hex(4)}"
         full = [*self.srun_argv(node, job_name), "sh", "-c", _WRAP, "envkit-node", *argv]
         start = time.perf_counter()
         try:
-            done = proc.run(full, timeout=timeout, env=proc.child_env(env), stdin_file=stdin)
+            done = proc.run(full, timeout=timeout, env=proc.child_env(env), stdin_file=stdin,
+                            timeout_from=timeout_from)
         except FileNotFoundError as exc:
             raise EnvkitError("srun not found: Slurm's client tools are not installed here",
                               "run on a login node of the cluster, or use --launcher local") from exc
@@ -318,9 +323,11 @@ class SlurmLauncher:
 def run_all(launcher: Launcher, nodes: Sequence[NodeSlot], argv_for: Callable[[NodeSlot], Sequence[str]], *,
             timeout: float = DEFAULT_TIMEOUT, env_for: Callable[[NodeSlot], Mapping[str, str]] | None = None,
             on_event: Callable[[str, str, NodeRun | None], None] | None = None,
-            stdin: str | None = None) -> list[NodeRun]:
+            stdin: str | None = None, stdin_for: Callable[[NodeSlot], int] | None = None,
+            timeout_from: threading.Event | None = None) -> list[NodeRun]:
     """Run on every usable node in parallel; unusable nodes come back as failed rows, not exceptions.
-    `stdin`: a file every node's command reads on its stdin (a staged bundle)."""
+    `stdin`: a file every node's command reads on its stdin (a staged bundle); `stdin_for`: a pipe's
+    read end per node instead; `timeout_from`: the timeouts count from when it is set (proc.run)."""
     def one(node: NodeSlot) -> NodeRun:
         if not node.usable:
             result = NodeRun(node.name, None, "", "", 0.0, node.reason)
@@ -329,7 +336,8 @@ def run_all(launcher: Launcher, nodes: Sequence[NodeSlot], argv_for: Callable[[N
                 on_event(node.name, "running", None)
             try:
                 result = launcher.run(node, argv_for(node), timeout=timeout,
-                                      env=env_for(node) if env_for else None, stdin=stdin)
+                                      env=env_for(node) if env_for else None,
+                                      stdin=stdin_for(node) if stdin_for else stdin, timeout_from=timeout_from)
             except EnvkitError as exc:
                 result = NodeRun(node.name, None, "", "", 0.0, exc.message)
         if on_event:

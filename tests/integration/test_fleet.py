@@ -259,6 +259,37 @@ def test_fleet_create_from_a_bundle_offline_and_a_node_failing_midway(slurm: Slu
     assert (tmp_path / "shared" / "env" / "conda-meta").is_dir()
 
 
+def test_nodes_started_early_leave_with_nothing_made_when_the_solve_fails(slurm: SlurmCluster, testbed: TestBed,
+                                                                         tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """fleet create starts every node while it solves and bundles (each waits, loaded, for the go); an
+    unsolvable file closes the gates instead: the solver's error is the answer, every node's srun has
+    ended by then, and no node made anything."""
+    import subprocess
+
+    env_file = tmp_path / "env.yml"
+    with ChannelServer(testbed.root) as srv:
+        env_file.write_text(f"name: nope\nchannels:\n  - {srv.url}/conda-forge\ndependencies:\n"
+                            f"  - python={PY}\n  - no-such-package-anywhere\n")
+        start = time.monotonic()
+        code, out, err = run_cli(capsys, "fleet", "create", "nope", "--file", str(env_file), "--no-adapt",
+                                 "--prefix", f"{tmp_path}/{{node}}/nope", "--bundle-dir", str(tmp_path / "bundle"))
+        seconds = time.monotonic() - start
+    assert code == 1 and "error: the solver found no solution" in err and "no-such-package-anywhere" in err, err
+    assert "FAILED" not in err and err.count("stopped") == 4, err  # the nodes were told to leave, not failed
+    assert seconds < 60, seconds
+    assert not [p for p in tmp_path.iterdir() if p.name in slurm.nodes], "a node made something"
+    for _ in range(40):  # each srun has returned; its job leaves the queue once Slurm has cleaned it up
+        left = subprocess.run(["squeue", "-h", "-o", "%j %T"], env=slurm.env(), capture_output=True, text=True,
+                              timeout=30)
+        jobs = [line for line in left.stdout.splitlines() if line.startswith("envkit-fleet-")]
+        if not jobs:
+            break
+        assert all(line.endswith("COMPLETING") for line in jobs), jobs  # none still running or waiting
+        time.sleep(0.25)
+    assert not jobs, jobs
+
+
 def test_inside_an_allocation_the_jobs_nodes_are_used(slurm: SlurmCluster, tmp_path: Path) -> None:
     """The README's sbatch example: envkit runs in the batch step and uses exactly the job's nodes."""
     import subprocess

@@ -1,0 +1,103 @@
+"""fleet create starts the nodes while it makes the bundle: the gate each node waits at, and its timeouts."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from envkit import proc
+from envkit.fleet.create import GATE_CLOSED_RC, NO_BUNDLE, NO_BUNDLE_RC, _gated
+from envkit.fleet.launcher import LocalLauncher, NodeRun
+
+
+def test_the_timeout_counts_from_the_gate_not_from_the_start() -> None:
+    gate = threading.Event()
+    threading.Timer(0.6, gate.set).start()
+    start = time.monotonic()
+    done = proc.run(["sh", "-c", "sleep 0.9; echo finished"], timeout=0.5, timeout_from=gate)
+    assert not done.timed_out and done.stdout.strip() == "finished", done
+    assert time.monotonic() - start >= 0.9
+    # and it still applies once the gate is open: a child that never ends is stopped 0.3 s after it
+    gate = threading.Event()
+    threading.Timer(0.2, gate.set).start()
+    start = time.monotonic()
+    done = proc.run(["sh", "-c", "sleep 30"], timeout=0.3, timeout_from=gate)
+    assert done.timed_out and 0.45 <= time.monotonic() - start < 5
+
+
+def test_a_pipe_as_stdin_reaches_the_child() -> None:
+    read, write = os.pipe()
+    try:
+        threading.Timer(0.2, lambda: (os.write(write, b"go\n"), os.close(write))).start()
+        done = proc.run(["sh", "-c", "read line; echo got:$line"], timeout=10, stdin_file=read)
+    finally:
+        os.close(read)
+    assert done.stdout.strip() == "got:go"
+
+
+def _node_script(marks: Path) -> list[str]:
+    # a stand-in node: says it started (before the go), then prints what the gate gave it
+    return ["sh", "-c", f'touch "{marks}/$ENVKIT_FLEET_NODE"; IFS= read -r line; echo "gate:$line"']
+
+
+def test_nodes_start_before_the_bundle_is_made_and_get_the_go(tmp_path: Path) -> None:
+    launcher = LocalLauncher(3)
+    nodes = launcher.nodes()
+    events: list[tuple[str, str]] = []
+
+    def make() -> None:
+        deadline = time.monotonic() + 20
+        while len(list(tmp_path.iterdir())) < 3:  # every node is up while the bundle is still being made
+            assert time.monotonic() < deadline, "the nodes did not start before the bundle was complete"
+            time.sleep(0.02)
+
+    phases: dict[str, float] = {}
+    runs = _gated(launcher, nodes, lambda n: _node_script(tmp_path), make, timeout=30,
+                  on_event=lambda node, what, run: events.append((node, what)), phases=phases)
+    assert [r.stdout.strip() for r in runs] == ["gate:go"] * 3, runs
+    assert "solve+bundle" in phases
+    for node in ("local1", "local2", "local3"):
+        mine = [what for n, what in events if n == node]
+        assert mine == ["waiting", "running", "done"], events
+
+
+def test_a_failed_bundle_closes_the_gates_and_is_raised_after_the_nodes_left(tmp_path: Path) -> None:
+    launcher = LocalLauncher(2)
+    ended: list[NodeRun | None] = []
+
+    def make() -> None:
+        while len(list(tmp_path.iterdir())) < 2:
+            time.sleep(0.02)
+        raise RuntimeError("no solution")
+
+    def on_event(node: str, what: str, run: NodeRun | None) -> None:
+        if what == "stopped":
+            ended.append(run)
+
+    with pytest.raises(RuntimeError, match="no solution"):
+        _gated(launcher, launcher.nodes(), lambda n: _node_script(tmp_path), make, timeout=30, on_event=on_event,
+               phases={})
+    assert len(ended) == 2 and all(r is not None and r.stdout.strip() == "gate:" for r in ended), ended
+
+
+def _gated_create(tmp_path: Path, stdin: bytes) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, ENVKIT_HOME=str(tmp_path / "home"))
+    return subprocess.run([sys.executable, "-m", "envkit", "create", "x", "--bundle", str(tmp_path / "bundle"),
+                           "--prefix", str(tmp_path / "env"), "--bundle-gate", "--no-verify"],
+                          input=stdin.decode(), capture_output=True, text=True, timeout=60, env=env)
+
+
+def test_the_node_side_leaves_on_a_closed_gate_and_asks_for_a_missing_bundle(tmp_path: Path) -> None:
+    closed = _gated_create(tmp_path, b"")
+    assert closed.returncode == GATE_CLOSED_RC and "nothing was made on this node" in closed.stderr, closed
+    assert not (tmp_path / "env").exists()
+    # the go came, but this node cannot see the bundle folder: the marker asks fleet create to stage it
+    missing = _gated_create(tmp_path, b"go\n")
+    assert missing.returncode == NO_BUNDLE_RC and NO_BUNDLE in missing.stdout, missing
+    assert not (tmp_path / "env").exists()
