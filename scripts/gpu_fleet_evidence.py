@@ -28,16 +28,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 
-def unpack(debs: Path, root: Path) -> Path | None:
-    files = sorted(debs.glob("*.deb")) if debs.is_dir() else []
-    if not files:
-        return None
-    root.mkdir(parents=True, exist_ok=True)
-    for deb in files:
-        subprocess.run(["dpkg-deb", "-x", str(deb), str(root)], check=True)
-    return root
-
-
 def run(argv: list[str], env: dict[str, str], timeout: float) -> dict:  # type: ignore[type-arg]
     print("+", shlex.join(argv), flush=True)
     start = time.perf_counter()
@@ -63,7 +53,7 @@ def main() -> int:
                         help="GPUs on this host: 2 = one per node and --nccl across them; 1 = both nodes verify "
                              "GPU 0 (no cross-node NCCL: two NCCL ranks cannot share one GPU), then --nccl on n1 alone")
     args = parser.parse_args()
-    from testbed.slurm import SlurmCluster, missing_reason
+    from testbed.slurm import SlurmCluster, missing_reason, unpack_debs
 
     envkit = [sys.executable, "-m", "envkit"]
     base = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}".rstrip(os.pathsep),
@@ -78,7 +68,7 @@ def main() -> int:
     if args.launcher in ("auto", "slurm"):
         install_root = None
         if missing_reason() is not None:
-            install_root = unpack(args.debs, ROOT / ".carry" / "slurm-root")
+            install_root = unpack_debs(args.debs, ROOT / ".carry" / "slurm-root")
         why_local = missing_reason(install_root)
         if why_local is None:
             cluster = SlurmCluster(work / "slurm", nodes=("n1", "n2"), gpus_per_node=1, cpus_per_node=8,

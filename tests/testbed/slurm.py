@@ -64,6 +64,18 @@ def _exe(name: str, install_root: Path | None = None) -> str:
     return shutil.which(name) or f"/usr/sbin/{name}"
 
 
+def unpack_debs(debs: Path, root: Path) -> Path | None:
+    """Slurm and munge unpacked (dpkg-deb -x) from the .deb files in `debs` into `root`, nothing installed
+    into /; None when `debs` holds none. For hosts that can borrow the packages but not install them."""
+    files = sorted(debs.glob("*.deb")) if debs.is_dir() else []
+    if not files:
+        return None
+    root.mkdir(parents=True, exist_ok=True)
+    for deb in files:
+        subprocess.run(["dpkg-deb", "-x", str(deb), str(root)], check=True)
+    return root
+
+
 def relocated_env(install_root: Path) -> dict[str, str]:
     """PATH and LD_LIBRARY_PATH for Slurm unpacked from its .deb files (dpkg-deb -x) into a folder
     instead of installed: no root file system change on a host that only borrows it."""
