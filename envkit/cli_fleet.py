@@ -246,6 +246,9 @@ def verify_cmd(name: str | None, prefix: str | None, python_exe: str | None, all
               "stdin, unpacked under --stage-dir, removed after): auto = only nodes that cannot read it.")
 @click.option("--stage-dir", default=None, metavar="DIR",
               help="Node-local folder for a staged bundle ({node} allowed; default: the node's $TMPDIR, else /tmp).")
+@click.option("--early-start/--no-early-start", "early", default=True, show_default=True,
+              help="Start the nodes (srun, envkit loaded) while the bundle is made; they wait for it. "
+              "--no-early-start holds the nodes only for the install.")
 @click.option("--per-partition", is_flag=True, help="One build per partition (solve, bundle and install each "
               "partition's nodes from its own bundle) when one build cannot fit all.")
 @click.option("--quiet", "-q", is_flag=True, help="No live progress table.")
@@ -253,7 +256,7 @@ def verify_cmd(name: str | None, prefix: str | None, python_exe: str | None, all
 @build_options
 @fleet_options
 def create_cmd(name: str, bundle_dir: str | None, bundle_out: str | None, prefix_template: str | None, force: bool,
-               stage: str, stage_dir: str | None, per_partition: bool, quiet: bool, as_json: bool, spec: str | None, env_file: str | None, no_adapt: bool, cuda: str | None,
+               stage: str, stage_dir: str | None, early: bool, per_partition: bool, quiet: bool, as_json: bool, spec: str | None, env_file: str | None, no_adapt: bool, cuda: str | None,
                torch_spec: str | None, python: str | None, flavor: str | None, mirror: str | None,
                channels: tuple[str, ...], launcher: str,
                partition: str | None, count: int | None, nodelist: str | None, exclude: tuple[str, ...],
@@ -300,12 +303,14 @@ def create_cmd(name: str, bundle_dir: str | None, bundle_out: str | None, prefix
             results = fleet_create_per_partition(runner, name, bundle_dir=out, make_bundle=make_bundle,
                                                  request=request, prefix_template=prefix_template, force=force,
                                                  timeout=timeout or CREATE_TIMEOUT, stage=stage, stage_dir=stage_dir,
+                                                 early=early,
                                                  on_step=None if quiet else table.note, on_event=table.event)
         else:
             results = [fleet_create(runner, name, bundle_dir=Path(bundle_dir) if bundle_dir else out,
                                     make_bundle=None if bundle_dir else make_bundle, request=request,
                                     prefix_template=prefix_template, force=force, timeout=timeout or CREATE_TIMEOUT,
                                     select=not (env_file and no_adapt), stage=stage, stage_dir=stage_dir,
+                                    early=early,
                                     on_step=None if quiet else table.note, on_event=table.event)]
     if as_json:
         if per_partition:

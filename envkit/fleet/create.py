@@ -184,18 +184,24 @@ def install_everywhere(launcher: Launcher, nodes: Sequence[NodeSlot], name: str,
                        prefix_template: str | None = None, force: bool = False, timeout: float = CREATE_TIMEOUT,
                        stage: str = "auto", stage_dir: str | None = None,
                        on_event: Callable[[str, str, NodeRun | None], None] | None = None,
-                       make: Callable[[], None] | None = None
+                       make: Callable[[], None] | None = None, early: bool = True
                        ) -> tuple[list[NodeCreate], bool, dict[str, float]]:
     """`envkit create NAME --bundle DIR` on each node (or once, for a shared prefix), then a check everywhere.
     `stage`: auto (stage the bundle onto the nodes that cannot read it at its path), always, never.
     `make`: writes the bundle at `bundle_dir` while the nodes start (see GO); its error is raised after
-    every node has left. None: the bundle is there already."""
+    every node has left. None: the bundle is there already. `early=False`: make it first, then start the
+    nodes (they are held only for the install)."""
     import tempfile
 
     from envkit.locations import default_prefix
 
     shared = prefix_template is None or "{node}" not in prefix_template
     phases: dict[str, float] = {}
+    if make is not None and not early:
+        t0 = time.perf_counter()
+        make()
+        phases["solve+bundle"] = time.perf_counter() - t0
+        make = None
 
     shared_prefix = prefix_template or str(default_prefix(name))
     bundle_path = str(bundle_dir.absolute())
@@ -389,7 +395,7 @@ def _gated(launcher: Launcher, targets: Sequence[NodeSlot], argv_for: Callable[[
 def fleet_create(launcher: Launcher, name: str, *, bundle_dir: Path,
                  make_bundle: Callable[[Any, Path], Any] | None, request: Any = None,
                  prefix_template: str | None = None, force: bool = False, timeout: float = CREATE_TIMEOUT,
-                 select: bool = True, stage: str = "auto", stage_dir: str | None = None,
+                 select: bool = True, stage: str = "auto", stage_dir: str | None = None, early: bool = True,
                  on_step: Callable[[str], None] | None = None,
                  on_event: Callable[[str, str, NodeRun | None], None] | None = None) -> FleetCreate:
     """With `make_bundle` ((FleetSelection, folder) -> Bundle): inventory, select, then solve once and bundle
@@ -427,7 +433,8 @@ def fleet_create(launcher: Launcher, name: str, *, bundle_dir: Path,
         step(f"installing on {sum(s.usable for s in slots)} node(s) from {bundle.root}")
     rows, shared, install_phases = install_everywhere(launcher, slots, name, bundle_dir,
                                                       prefix_template=prefix_template, force=force, timeout=timeout,
-                                                      stage=stage, stage_dir=stage_dir, on_event=on_event, make=make)
+                                                      stage=stage, stage_dir=stage_dir, on_event=on_event, make=make,
+                                                      early=early)
     phases.update(install_phases)
     return FleetCreate(name, tuple(rows), str(bundle_dir), shared, time.perf_counter() - start, phases, fleet)
 
@@ -466,7 +473,7 @@ def fleet_create_per_partition(launcher: Launcher, name: str, *, bundle_dir: Pat
                                make_bundle: Callable[[Any, Path], Any], request: Any = None,
                                prefix_template: str | None = None, force: bool = False,
                                timeout: float = CREATE_TIMEOUT, stage: str = "auto", stage_dir: str | None = None,
-                               on_step: Callable[[str], None] | None = None,
+                               early: bool = True, on_step: Callable[[str], None] | None = None,
                                on_event: Callable[[str, str, NodeRun | None], None] | None = None
                                ) -> list[FleetCreate]:
     """One build per partition (when one build cannot fit all): detect every node once, select per
@@ -503,7 +510,7 @@ def fleet_create_per_partition(launcher: Launcher, name: str, *, bundle_dir: Pat
         rows, shared, install_phases = install_everywhere(launcher, members, name, folder,
                                                           prefix_template=template, force=force,
                                                           timeout=timeout, stage=stage, stage_dir=stage_dir,
-                                                          on_event=on_event, make=make)
+                                                          on_event=on_event, make=make, early=early)
         phases.update(install_phases)
         results.append(FleetCreate(name, tuple(rows), str(folder), shared,
                                    time.perf_counter() - start + detect_s, phases, fleet, partition))

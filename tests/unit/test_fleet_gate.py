@@ -101,3 +101,27 @@ def test_the_node_side_leaves_on_a_closed_gate_and_asks_for_a_missing_bundle(tmp
     missing = _gated_create(tmp_path, b"go\n")
     assert missing.returncode == NO_BUNDLE_RC and NO_BUNDLE in missing.stdout, missing
     assert not (tmp_path / "env").exists()
+
+
+@pytest.mark.parametrize("early", [True, False])
+def test_no_early_start_makes_the_bundle_before_any_node_starts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               early: bool) -> None:
+    from envkit.fleet.create import install_everywhere
+
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    # a stand-in for envkit on the nodes: it only says that it started (and reads its stdin to the end)
+    monkeypatch.setenv("ENVKIT_FLEET_ENVKIT", f"sh -c 'touch {marks}/$ENVKIT_FLEET_NODE; cat >/dev/null' node")
+    launcher = LocalLauncher(2)
+    seen: list[int] = []
+
+    def make() -> None:
+        deadline = time.monotonic() + (20 if early else 1.0)
+        while time.monotonic() < deadline and len(list(marks.iterdir())) < 2:
+            time.sleep(0.02)
+        seen.append(len(list(marks.iterdir())))
+
+    install_everywhere(launcher, launcher.nodes(), "x", tmp_path / "bundle", prefix_template=f"{tmp_path}/{{node}}",
+                       timeout=30, stage="never", make=make, early=early)
+    assert seen == [2 if early else 0]
+    assert sorted(p.name for p in marks.iterdir()) == ["local1", "local2"]
