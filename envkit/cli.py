@@ -229,7 +229,9 @@ def render(spec: str | None, from_file: str | None, spec_path: str | None, outpu
 @click.option("--lock", "lock_file", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Recreate this platform's packages of a lock (envkit lock, export --format lock, pixi.lock "
                    "v6/v7), no solve.")
-@click.option("--bundle", "bundle_dir", type=click.Path(file_okay=False), default=None,
+# a plain string, checked by load_bundle: with --bundle-gate the folder may not exist yet, and a stat before it
+# does would leave a negative lookup cached on an NFS client (lookupcache) that hides it for a while after
+@click.option("--bundle", "bundle_dir", type=str, default=None, metavar="DIRECTORY",
               help="Install from a bundle folder (envkit bundle): no network, every checksum verified first.")
 @click.option("--bundle-gate", is_flag=True, hidden=True,
               help="fleet create's node side: load everything, then wait for 'go' on stdin before reading the bundle.")
