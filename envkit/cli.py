@@ -235,6 +235,8 @@ def render(spec: str | None, from_file: str | None, spec_path: str | None, outpu
               help="Install from a bundle folder (envkit bundle): no network, every checksum verified first.")
 @click.option("--bundle-gate", is_flag=True, hidden=True,
               help="fleet create's node side: load everything, then wait for 'go' on stdin before reading the bundle.")
+@click.option("--bundle-stage-dir", hidden=True, default=None,
+              help="fleet create's node side: where a bundle staged through stdin is unpacked.")
 @click.option("--mirror", default=None, envvar="ENVKIT_MIRROR", help="Mirror profile or URL for channels and PyPI.")
 @click.option("--channel", "channels", multiple=True, metavar="URL",
               help="Use these channels instead of the file's (repeatable; file://, http(s)://).")
@@ -252,7 +254,7 @@ def render(spec: str | None, from_file: str | None, spec_path: str | None, outpu
               help="Do not register the env as a Jupyter kernel (done when it has ipykernel).")
 @selection_options
 def create(name: str, spec: str | None, env_file: str | None, no_adapt: bool, lock_file: str | None,
-           bundle_dir: str | None, bundle_gate: bool, mirror: str | None,
+           bundle_dir: str | None, bundle_gate: bool, bundle_stage_dir: str | None, mirror: str | None,
            channels: tuple[str, ...], prefix: str | None, engine: str | None, dry_run: bool, force: bool,
            not_envkit: bool, no_verify: bool, require_gpu: bool, quiet: bool, as_json: bool, cuda: str | None, torch_spec: str | None,
            python: str | None, flavor: str | None, driver_version: str | None, compute_capability: tuple[str, ...],
@@ -273,11 +275,12 @@ def create(name: str, spec: str | None, env_file: str | None, no_adapt: bool, lo
     if bundle_dir:
         from envkit.bundle import load_bundle
 
+        where = Path(bundle_dir)
         if bundle_gate:
             from envkit.fleet.create import wait_for_go
 
-            wait_for_go(Path(bundle_dir))
-        bundle = load_bundle(Path(bundle_dir))  # every file's sha256 is checked before anything is installed
+            where = wait_for_go(where, bundle_stage_dir)
+        bundle = load_bundle(where)  # every file's sha256 is checked before anything is installed
         lock_file = str(bundle.lock_path)
     if spec is None and env_file is None and lock_file is None:
         spec = name if name in available() else "dl_train"
@@ -493,8 +496,13 @@ def _run(argv: list[str] | None) -> int:
     learn_environment()
     for arg in argv if argv is not None else sys.argv[1:]:
         learn(arg)
-    with output.redacting_streams():
-        return _dispatch(argv)
+    try:
+        with output.redacting_streams():
+            return _dispatch(argv)
+    finally:
+        from envkit.fsutil import remove_registered
+
+        remove_registered()
 
 
 def _dispatch(argv: list[str] | None) -> int:

@@ -306,3 +306,20 @@ def sha256_of(path: Path) -> str:
         if _file_key(os.fstat(handle.fileno())) == before and time.time_ns() - before[4] > RACY_NS:
             _DIGESTS[before] = value  # unchanged while it was read, and not racily new
     return value
+
+
+# Folders envkit made for this run only (a bundle staged onto a node): removed on the way out, also when a
+# command fails or is interrupted (envkit.cli runs remove_registered in its exit path; os._exit skips
+# atexit, so atexit would not do).
+_REMOVE_AT_EXIT: list[Path] = []
+
+
+def remove_at_exit(path: Path) -> None:
+    _REMOVE_AT_EXIT.append(path)
+
+
+def remove_registered() -> None:
+    import shutil
+
+    while _REMOVE_AT_EXIT:
+        shutil.rmtree(_REMOVE_AT_EXIT.pop(), ignore_errors=True)

@@ -57,14 +57,16 @@ def run(argv: Sequence[str], *, timeout: float | None = 60.0, env: Mapping[str, 
 
     Raises FileNotFoundError when the program does not exist (callers turn that into an EnvkitError).
     With `on_line`, stdout+stderr are streamed line by line (external engines) and returned merged.
-    `stdin_file`: a file's path, or the read end of a pipe (an fd) the caller writes to later.
+    `stdin_file`: a file's path, or the read end of a pipe (an fd) the caller writes to later; an fd is
+    handed over: closed here once the child has its copy (or could not start), so the caller's writes fail
+    with EPIPE instead of blocking once the child is gone.
     `timeout_from`: the timeout counts from the moment this event is set, not from the start (a child
     started early that waits on its stdin for the go, e.g. a fleet node while the bundle is made).
     """
     argv = tuple(str(a) for a in argv)
     log.debug("run: %s", shlex.join(argv))
     if isinstance(stdin_file, int):
-        return _run(argv, timeout, env, cwd, None, on_line, stdin_file, timeout_from)
+        return _run(argv, timeout, env, cwd, None, on_line, stdin_file, timeout_from, close_stdin=True)
     if stdin_file is not None:  # a (large, binary) file as stdin: the child reads it straight from disk
         with open(stdin_file, "rb") as handle:
             return _run(argv, timeout, env, cwd, None, on_line, handle, timeout_from)
@@ -87,18 +89,22 @@ def _communicate(proc: subprocess.Popen[str], input_text: str | None, timeout: f
 
 def _run(argv: tuple[str, ...], timeout: float | None, env: Mapping[str, str] | None, cwd: str | None,
          input_text: str | None, on_line: Callable[[str], None] | None, stdin: Any,
-         timeout_from: threading.Event | None = None) -> Completed:
-    proc = subprocess.Popen(  # noqa: S603 - argv list, never a shell
-        argv,
-        stdin=stdin if stdin is not None else subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT if on_line else subprocess.PIPE,
-        env=dict(env) if env is not None else None,
-        cwd=cwd,
-        text=True,
-        errors="replace",
-        start_new_session=True,  # its own process group, so a timeout can kill grandchildren too
-    )
+         timeout_from: threading.Event | None = None, close_stdin: bool = False) -> Completed:
+    try:
+        proc = subprocess.Popen(  # noqa: S603 - argv list, never a shell
+            argv,
+            stdin=stdin if stdin is not None else subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT if on_line else subprocess.PIPE,
+            env=dict(env) if env is not None else None,
+            cwd=cwd,
+            text=True,
+            errors="replace",
+            start_new_session=True,  # its own process group, so a timeout can kill grandchildren too
+        )
+    finally:
+        if close_stdin:
+            os.close(stdin)
     try:
         if on_line is not None:
             return _stream(proc, argv, timeout, on_line)

@@ -34,43 +34,38 @@ _CREATE_THEN_CHECK = 'py="$1"; check="$2"; shift 2; "$@" || exit $?; exec "$py" 
 # round trip where the folder is shared); those then get the bundle staged.
 NO_BUNDLE = "@@ENVKIT-NO-BUNDLE@@"
 NO_BUNDLE_RC = 86
-_PROBE = (f'b="$1"; shift; if [ ! -r "$b/bundle.json" ]; then echo "{NO_BUNDLE}"; exit {NO_BUNDLE_RC}; fi; '
-          'exec "$@"')
 # Staging: the login node tars the bundle once and each node's own srun carries it on stdin (srun forwards
-# its stdin to the task: srun(1) "IO Redirection"); the node unpacks it into a fresh folder under its
-# node-local DIR ($TMPDIR, else /tmp), installs from there (envkit create --bundle checks every sha256 of
-# the manifest on the node before installing) and removes the staged copy whatever the outcome.
-# Slurm's sbcast is not used: it works only inside a job allocation ("sbcast is used to transmit a file
-# to all nodes allocated to the currently active Slurm job. This command should only be executed from
-# within a Slurm batch job or within the shell spawned after a Slurm job's resource allocation",
-# sbcast(1)), so outside one envkit would have to hold an allocation of its own; and it writes one DEST
-# path on every node, which collides where several slurmd share one host (the local test cluster). The
-# stdin pull works inside and outside an allocation, through the same one srun per node.
-STAGED = "@@ENVKIT-STAGED-BUNDLE@@"
-_STAGE = ('base="$1"; shift; [ -n "$base" ] || base="${TMPDIR:-/tmp}"; '
-          'mkdir -p "$base" && d=$(mktemp -d "$base/envkit-bundle.XXXXXX") || exit 1; '
-          "trap 'rm -rf \"$d\"' EXIT; trap 'exit 143' HUP INT TERM; "
-          'tar -x -f - -C "$d" || { echo "error: could not unpack the staged bundle into $d" >&2; exit 1; }; '
-          f'for a; do shift; [ "$a" = "{STAGED}" ] && a="$d"; set -- "$@" "$a"; done; '
-          '"$@"')
+# its stdin to the task: srun(1) "IO Redirection"), behind the gate (STAGE_TAR below); the node unpacks it
+# into a fresh folder under its node-local DIR ($TMPDIR, else /tmp), installs from there (envkit create
+# --bundle checks every sha256 of the manifest on the node before installing) and removes the staged copy
+# whatever the outcome. Slurm's sbcast is not used: it works only inside a job allocation ("sbcast is used
+# to transmit a file to all nodes allocated to the currently active Slurm job. This command should only be
+# executed from within a Slurm batch job or within the shell spawned after a Slurm job's resource
+# allocation", sbcast(1)), so outside one envkit would have to hold an allocation of its own; and it writes
+# one DEST path on every node, which collides where several slurmd share one host (the local test
+# cluster). The stdin pull works inside and outside an allocation, through the same one srun per node.
 STAGE_MODES = ("auto", "always", "never")
 # Nodes start while the login node still solves and downloads: `envkit create --bundle DIR --bundle-gate`
 # loads everything it will need (the interpreter, envkit, py-rattler: ~0.25 s, far more from a cold
 # NFS home) and, outside an allocation, srun waits for its nodes meanwhile; then it waits for one line on
-# stdin. GO: the bundle is complete. Anything else, or the end of stdin (fleet create failed or was
-# stopped): the node leaves, having made nothing.
+# stdin. GO: the bundle is complete at DIR. STAGE_TAR: a tar of it follows on stdin (the node has no
+# access to DIR): unpacked into a fresh folder under the node-local stage dir, installed from there and
+# removed whatever the outcome. Anything else, or the end of stdin (fleet create failed or was stopped):
+# the node leaves, having made nothing.
 GO = "go"
+STAGE_TAR = "tar"
 GATE_CLOSED_RC = 87
 
 
-def wait_for_go(bundle_dir: Path) -> None:
-    """The node's side of the gate (see GO); then the probe `--stage-bundle auto` relies on."""
+def wait_for_go(bundle_dir: Path, stage_base: str | None = None) -> Path:
+    """The node's side of the gate (see GO); returns the folder to install from (DIR, or the staged copy,
+    which is removed when envkit exits). After a GO, the probe `--stage-bundle auto` relies on."""
     import importlib
     import os
     import sys
 
     for module in ("envkit.create", "envkit.bundle", "envkit.engines.rattler_engine", "envkit.lockfile",
-                   "envkit.detect.sources", "envkit.output", "rattler", "rich.console", "pynvml"):
+                   "envkit.detect.sources", "envkit.output", "rattler", "rich.console", "pynvml", "tarfile"):
         try:
             importlib.import_module(module)
         except ImportError:  # reported where it is really needed, with its own fix
@@ -81,7 +76,10 @@ def wait_for_go(bundle_dir: Path) -> None:
         if not chunk:
             break
         line += chunk
-    if line.decode(errors="replace").strip() != GO:
+    word = line.decode(errors="replace").strip()
+    if word == STAGE_TAR:
+        return receive_staged_bundle(stage_base)
+    if word != GO:
         print("error: fleet create stopped before the bundle was complete; nothing was made on this node",
               file=sys.stderr)
         raise SystemExit(GATE_CLOSED_RC)
@@ -90,6 +88,47 @@ def wait_for_go(bundle_dir: Path) -> None:
     if not os.access(bundle_dir / MANIFEST, os.R_OK):
         print(NO_BUNDLE, flush=True)
         raise SystemExit(NO_BUNDLE_RC)
+    return bundle_dir
+
+
+def receive_staged_bundle(stage_base: str | None) -> Path:
+    """Unpack the tar on stdin into a fresh folder under `stage_base` ($TMPDIR, else /tmp); the folder is
+    removed when envkit exits, also on SIGTERM/SIGHUP (srun's way of stopping a step)."""
+    import os
+    import signal
+    import tarfile
+    import tempfile
+
+    from envkit.fsutil import remove_at_exit
+
+    def leave(signum: int, _frame: Any) -> None:
+        raise SystemExit(128 + signum)  # unwinds through envkit's exit path, which removes the folder
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, leave)
+    base = Path(stage_base or os.environ.get("TMPDIR") or "/tmp")
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+        folder = Path(tempfile.mkdtemp(prefix="envkit-bundle.", dir=base))
+    except OSError as exc:
+        raise EnvkitError(f"cannot make a folder for the staged bundle under {base}: {exc.strerror or exc}",
+                          "give --stage-dir a node-local folder this user can write") from exc
+    remove_at_exit(folder)
+    try:
+        with os.fdopen(0, "rb", closefd=False) as stream, tarfile.open(fileobj=stream, mode="r|") as tar:
+            if hasattr(tarfile, "data_filter"):  # 3.12, 3.11.4+, 3.10.12+: no links out, no absolute names
+                tar.extractall(folder, filter="data")
+            else:
+                for member in tar:
+                    if member.name.startswith("/") or ".." in Path(member.name).parts or member.islnk() \
+                            or member.issym() or not (member.isfile() or member.isdir()):
+                        raise tarfile.TarError(f"refused member {member.name!r}")
+                    tar.extract(member, folder)
+    except (OSError, tarfile.TarError) as exc:
+        raise EnvkitError(f"could not unpack the staged bundle into {folder}: {exc}",
+                          "check the space in the node's stage dir (--stage-dir), then run fleet create again"
+                          ) from exc
+    return folder
 
 
 @dataclass(frozen=True)
@@ -209,25 +248,19 @@ def install_everywhere(launcher: Launcher, nodes: Sequence[NodeSlot], name: str,
     def python_on(node: NodeSlot) -> str:
         return str(Path(prefix_for(prefix_template, name, node.name) or shared_prefix) / "bin" / "python")
 
-    def create_argv(node: NodeSlot, where: str = bundle_path) -> list[str]:
-        """create, then (same srun, no second round trip) the record check with the new env's python."""
-        argv = [*envkit_argv(), "create", name, "--bundle", where, "--no-verify", "--quiet"]
+    def create_argv(node: NodeSlot) -> list[str]:
+        """create behind the gate, then (same srun, no second round trip) the record check with the new
+        env's python. The node probes for the bundle itself, after the go."""
+        argv = [*envkit_argv(), "create", name, "--bundle", bundle_path, "--no-verify", "--quiet", "--bundle-gate"]
         prefix = prefix_for(prefix_template, name, node.name)
         if prefix:
             argv += ["--prefix", prefix]
         if force:
             argv.append("--force")
-        return ["sh", "-c", _CREATE_THEN_CHECK, "envkit-fleet-create", python_on(node), _CHECK, *argv]
-
-    def probe_argv(node: NodeSlot) -> list[str]:
-        return ["sh", "-c", _PROBE, "envkit-fleet-probe", bundle_path, *create_argv(node)]
-
-    def gated_argv(node: NodeSlot) -> list[str]:
-        return [*create_argv(node), "--bundle-gate"]  # the node probes for the bundle itself, after the go
-
-    def staged_argv(node: NodeSlot) -> list[str]:
         base = (stage_dir or "").replace("{node}", node.name)
-        return ["sh", "-c", _STAGE, "envkit-fleet-stage", base, *create_argv(node, STAGED)]
+        if base:
+            argv += ["--bundle-stage-dir", base]
+        return ["sh", "-c", _CREATE_THEN_CHECK, "envkit-fleet-create", python_on(node), _CHECK, *argv]
 
     staged: set[str] = set()
     workdir: list[Path] = []
@@ -236,39 +269,52 @@ def install_everywhere(launcher: Launcher, nodes: Sequence[NodeSlot], name: str,
         if on_event and not (stage == "auto" and run is not None and _needs_bundle(run)):
             on_event(node, what, run)
 
-    def first_pass(targets: Sequence[NodeSlot]) -> list[NodeRun]:
-        """Every node installs from the bundle's own path (stage auto/never); with `make`, started at once."""
-        if make is None:
-            if stage == "never":
-                return run_all(launcher, targets, create_argv, timeout=timeout, on_event=on_event)
-            return run_all(launcher, targets, probe_argv, timeout=timeout, on_event=quiet)
-        return _gated(launcher, targets, gated_argv, make, timeout=timeout, on_event=quiet, phases=phases)
-
-    def install(targets: Sequence[NodeSlot]) -> list[NodeRun]:
-        if stage == "always":
-            if make is not None:
-                t0 = time.perf_counter()
-                make()  # the staged copy is a tar of the finished bundle: nothing to start early
-                phases["solve+bundle"] = time.perf_counter() - t0
-            runs, missing = [], {n.name for n in targets}
-        else:
-            runs = first_pass(targets)
-            missing = {r.node for r in runs if _needs_bundle(r)}
-            if stage == "never":
-                runs = [_unreadable(r, bundle_path) if r.node in missing else r for r in runs]
-                missing = set()
-        if not missing:
-            return runs
-        t0 = time.perf_counter()
+    def tar_once() -> None:
         if not workdir:
+            t0 = time.perf_counter()
             workdir.append(Path(tempfile.mkdtemp(prefix="envkit-stage-")))
             tar_bundle(bundle_dir, workdir[0])
-        phases["tar"] = time.perf_counter() - t0
+            phases["tar"] = time.perf_counter() - t0
+
+    def make_and_tar() -> None:
+        if make is not None:
+            t0 = time.perf_counter()
+            make()
+            phases["solve+bundle"] = time.perf_counter() - t0
+        tar_once()
+
+    def send_tar(fd: int) -> None:
+        """The gate of a staged node: STAGE_TAR, then the tar itself (sendfile: no copy through Python)."""
+        import os
+
+        os.write(fd, f"{STAGE_TAR}\n".encode())
+        with (workdir[0] / "bundle.tar").open("rb") as tar:
+            size, offset = os.fstat(tar.fileno()).st_size, 0
+            while offset < size:
+                sent = os.sendfile(fd, tar.fileno(), offset, size - offset)
+                if sent == 0:
+                    break
+                offset += sent
+
+    def install(targets: Sequence[NodeSlot]) -> list[NodeRun]:
+        """Every path goes through the gate: the nodes start at once and wait while the bundle is made
+        (`make`), or just as long as the gate takes to open (a bundle that exists already)."""
+        if stage == "always":
+            staged.update(n.name for n in targets)
+            return _gated(launcher, targets, create_argv, make_and_tar, timeout=timeout, on_event=quiet,
+                          feed=send_tar)
+        runs = _gated(launcher, targets, create_argv, make or (lambda: None), timeout=timeout, on_event=quiet,
+                      phases=phases if make else None)
+        missing = {r.node for r in runs if _needs_bundle(r)}
+        if stage == "never":
+            return [_unreadable(r, bundle_path) if r.node in missing else r for r in runs]
+        if not missing:
+            return runs
         staged.update(missing)
-        again = run_all(launcher, [n for n in targets if n.name in missing], staged_argv, timeout=timeout,
-                        on_event=on_event, stdin=str(workdir[0] / "bundle.tar"))
+        again = _gated(launcher, [n for n in targets if n.name in missing], create_argv, tar_once, timeout=timeout,
+                       on_event=on_event or (lambda *_: None), feed=send_tar)
         by_node = {r.node: r for r in again}
-        return [by_node.get(r.node, r) for r in runs] if runs else again
+        return [by_node.get(r.node, r) for r in runs]
 
     usable = [n for n in nodes if n.usable]
     start = time.perf_counter()
@@ -325,10 +371,11 @@ def _unreadable(run: NodeRun, bundle_path: str) -> NodeRun:
 
 def _gated(launcher: Launcher, targets: Sequence[NodeSlot], argv_for: Callable[[NodeSlot], list[str]],
            make: Callable[[], None], *, timeout: float, on_event: Callable[[str, str, NodeRun | None], None],
-           phases: dict[str, float]) -> list[NodeRun]:
+           phases: dict[str, float] | None = None, feed: Callable[[int], None] | None = None) -> list[NodeRun]:
     """Start every node's install at once, each waiting on a pipe for the GO, then make the bundle and
     open the gates; a failed `make` closes them instead (the nodes leave, having made nothing) and is
-    raised once every node has answered. Node timeouts count from the gates' opening."""
+    raised once every node has answered. Node timeouts count from the gates' opening. `feed(fd)` writes
+    what opens one gate (default: the GO line), one thread per node (a staged tar can be large)."""
     import os
     import threading
     from concurrent.futures import ThreadPoolExecutor
@@ -336,13 +383,19 @@ def _gated(launcher: Launcher, targets: Sequence[NodeSlot], argv_for: Callable[[
     if not targets:  # nothing to install on, but the bundle (and its errors) still come
         t0 = time.perf_counter()
         make()
-        phases["solve+bundle"] = time.perf_counter() - t0
+        if phases is not None:
+            phases["solve+bundle"] = time.perf_counter() - t0
         return []
-    gates = {n.name: os.pipe() for n in targets}  # the read ends go to the nodes' stdin; ours stay open
-    opened = threading.Event()  # so a write never meets a closed pipe
+    gates = {n.name: os.pipe() for n in targets}
+    unsent = {n.name: gates[n.name][0] for n in targets}  # read ends not yet handed to a node's stdin
+    opened = threading.Event()
     aborted = False
     finished: set[str] = set()
     lock = threading.Lock()
+
+    def hand_over(node: NodeSlot) -> int:
+        with lock:
+            return unsent.pop(node.name)  # proc.run closes it once the node's srun has its copy
 
     def relay(node: str, what: str, run: NodeRun | None) -> None:
         """Started nodes show as waiting until the go; after a failed `make` their ends are "stopped"."""
@@ -353,42 +406,50 @@ def _gated(launcher: Launcher, targets: Sequence[NodeSlot], argv_for: Callable[[
             finished.add(node)
             on_event(node, "stopped" if aborted else what, run)
 
-    def close_gates(message: bytes) -> None:
-        for _read, write in gates.values():
-            try:
-                if message:
-                    os.write(write, message)
-            except OSError:
-                pass
-            finally:
-                os.close(write)
+    def go(fd: int) -> None:
+        os.write(fd, f"{GO}\n".encode())
+
+    def open_one(write: int, send: Callable[[int], None] | None) -> None:
+        try:
+            if send is not None:
+                send(write)
+        except OSError:  # that node is gone already (its srun closed the pipe): its own row says why
+            pass
+        finally:
+            os.close(write)
+
+    def open_gates(send: Callable[[int], None] | None) -> None:
+        with ThreadPoolExecutor(max_workers=min(64, len(gates))) as writers:
+            for _read, write in gates.values():
+                writers.submit(open_one, write, send)
         opened.set()
 
     try:
         with ThreadPoolExecutor(max_workers=1) as pool:
             runs = pool.submit(run_all, launcher, targets, argv_for, timeout=timeout, on_event=relay,
-                               stdin_for=lambda n: gates[n.name][0], timeout_from=opened)
+                               stdin_for=hand_over, timeout_from=opened)
             t0 = time.perf_counter()
             try:
                 make()
             except BaseException:
                 with lock:
                     aborted = True
-                close_gates(b"")
+                open_gates(None)  # closed without a word: every node leaves
                 runs.result()
                 raise
             finally:
-                phases["solve+bundle"] = time.perf_counter() - t0
+                if phases is not None:
+                    phases["solve+bundle"] = time.perf_counter() - t0
             with lock:
-                close_gates(f"{GO}\n".encode())
                 for node in targets:
                     if node.name not in finished:
                         on_event(node.name, "running", None)
+            open_gates(feed or go)
             return runs.result()
     finally:
         if not opened.is_set():
-            close_gates(b"")
-        for read, _write in gates.values():
+            open_gates(None)
+        for read in unsent.values():
             os.close(read)
 
 

@@ -348,6 +348,35 @@ def test_fleet_create_stages_the_bundle_onto_nodes_without_its_filesystem(testbe
     assert [list(folder.iterdir()) for folder in local.values()] == [[], []]
 
 
+@pytest.mark.skipif(private_dirs_reason() is not None, reason=f"nodes cannot get private folders: "
+                    f"{private_dirs_reason()}")
+def test_fleet_create_makes_the_bundle_while_nodes_wait_and_stages_it_to_them(testbed: TestBed, tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bundle folder is the login node's alone. --stage-bundle always: the nodes start at once and the
+    tar comes through their waiting gate; auto: each node probes after the go, answers that it cannot
+    see the folder and gets a staged copy. Either way the same records everywhere, no copy left."""
+    login = tmp_path / "login-only"
+    local = {n: tmp_path / f"{n}-local" for n in ("s1", "s2")}
+    for folder in local.values():
+        folder.mkdir()
+    env = {n: {**DEAD_PROXY, "TMPDIR": str(local[n])} for n in local}
+    with ChannelServer(testbed.root) as srv, SlurmCluster(tmp_path / "slurm", nodes=("s1", "s2"), node_env=env,
+                                                          private_dirs=(login,)) as c:
+        monkeypatch.setenv("SLURM_CONF", str(c.conf))
+        for name in ("SLURM_JOB_ID", "SLURM_JOB_NODELIST"):
+            monkeypatch.delenv(name, raising=False)
+        results = {}
+        for mode in ("always", "auto"):
+            results[mode] = fleet_json("create", f"mini-{mode}", "--spec", "minimal", "--cuda", "13.0", "--python",
+                                       PY, "--mirror", srv.url, "--bundle-dir", str(login / mode), "--prefix",
+                                       f"{tmp_path}/{{node}}/{mode}", "--stage-bundle", mode)
+    for mode, (code, data) in results.items():
+        assert code == 0 and data["ok"] and data["identical"] and data["staged"] == ["s1", "s2"], (mode, data)
+        assert records(tmp_path / "s1" / mode) == records(tmp_path / "s2" / mode) != set()
+    assert "tar" in results["always"][1]["phases_s"]
+    assert [list(folder.iterdir()) for folder in local.values()] == [[], []]  # staged copies removed
+
+
 def test_stage_bundle_always_on_a_shared_folder(slurm: SlurmCluster, testbed: TestBed, tmp_path: Path) -> None:
     """--stage-bundle always stages even where the folder is shared (e.g. a slow NFS), into --stage-dir
     with {node}; a shared folder with auto stages nothing."""

@@ -33,12 +33,11 @@ def test_the_timeout_counts_from_the_gate_not_from_the_start() -> None:
 
 def test_a_pipe_as_stdin_reaches_the_child() -> None:
     read, write = os.pipe()
-    try:
-        threading.Timer(0.2, lambda: (os.write(write, b"go\n"), os.close(write))).start()
-        done = proc.run(["sh", "-c", "read line; echo got:$line"], timeout=10, stdin_file=read)
-    finally:
-        os.close(read)
+    threading.Timer(0.2, lambda: (os.write(write, b"go\n"), os.close(write))).start()
+    done = proc.run(["sh", "-c", "read line; echo got:$line"], timeout=10, stdin_file=read)
     assert done.stdout.strip() == "got:go"
+    with pytest.raises(OSError):  # handed over: proc.run closed our copy once the child had its own
+        os.fstat(read)
 
 
 def _node_script(marks: Path) -> list[str]:
@@ -125,3 +124,44 @@ def test_no_early_start_makes_the_bundle_before_any_node_starts(tmp_path: Path, 
                        timeout=30, stage="never", make=make, early=early)
     assert seen == [2 if early else 0]
     assert sorted(p.name for p in marks.iterdir()) == ["local1", "local2"]
+
+
+def _tar_of(members: dict[str, bytes]) -> bytes:
+    import io
+    import tarfile
+
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("payload, why", [
+    (_tar_of({"../escape.txt": b"x"}), "outside"),
+    (b"this is not a tar stream" * 40, "not a tar"),
+])
+def test_a_staged_tar_is_unpacked_safely_and_its_folder_always_removed(tmp_path: Path, payload: bytes,
+                                                                       why: str) -> None:
+    stage = tmp_path / "stage"
+    env = dict(os.environ, ENVKIT_HOME=str(tmp_path / "home"))
+    done = subprocess.run([sys.executable, "-m", "envkit", "create", "x", "--bundle", str(tmp_path / "nowhere"),
+                           "--prefix", str(tmp_path / "env"), "--bundle-gate", "--bundle-stage-dir", str(stage),
+                           "--no-verify"], input=b"tar\n" + payload, capture_output=True, timeout=60, env=env)
+    assert done.returncode == 1 and b"could not unpack the staged bundle" in done.stderr, (why, done)
+    assert not (tmp_path / "escape.txt").exists() and not (tmp_path / "env").exists()
+    assert list(stage.iterdir()) == []  # the staged folder went with the failure
+
+
+def test_a_staged_bundle_folder_is_removed_after_the_install_fails(tmp_path: Path) -> None:
+    """A well-formed tar that is no bundle: unpacked, refused by load_bundle, and still removed."""
+    stage = tmp_path / "stage"
+    env = dict(os.environ, ENVKIT_HOME=str(tmp_path / "home"))
+    done = subprocess.run([sys.executable, "-m", "envkit", "create", "x", "--bundle", str(tmp_path / "nowhere"),
+                           "--prefix", str(tmp_path / "env"), "--bundle-gate", "--bundle-stage-dir", str(stage),
+                           "--no-verify"], input=b"tar\n" + _tar_of({"readme.txt": b"hello"}),
+                          capture_output=True, timeout=60, env=env)
+    assert done.returncode == 1 and b"is not an envkit bundle" in done.stderr, done
+    assert list(stage.iterdir()) == []
