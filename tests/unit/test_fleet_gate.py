@@ -165,3 +165,28 @@ def test_a_staged_bundle_folder_is_removed_after_the_install_fails(tmp_path: Pat
                           capture_output=True, timeout=60, env=env)
     assert done.returncode == 1 and b"is not an envkit bundle" in done.stderr, done
     assert list(stage.iterdir()) == []
+
+
+def test_sigterm_while_a_staged_bundle_arrives_removes_the_copy(tmp_path: Path) -> None:
+    """srun stops a step with SIGTERM: the node leaves with 143 and takes its staged copy with it."""
+    import signal
+
+    stage = tmp_path / "stage"
+    env = dict(os.environ, ENVKIT_HOME=str(tmp_path / "home"))
+    child = subprocess.Popen([sys.executable, "-m", "envkit", "create", "x", "--bundle", str(tmp_path / "nowhere"),
+                              "--prefix", str(tmp_path / "env"), "--bundle-gate", "--bundle-stage-dir", str(stage),
+                              "--no-verify"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env=env)
+    assert child.stdin is not None
+    whole = _tar_of({"conda/a.conda": b"x" * 100_000})
+    child.stdin.write(b"tar\n" + whole[: len(whole) // 2])  # half a tar: the node is unpacking, waiting for more
+    child.stdin.flush()
+    deadline = time.monotonic() + 30
+    while not (stage.is_dir() and any(stage.iterdir())):
+        assert time.monotonic() < deadline and child.poll() is None, child.communicate()
+        time.sleep(0.02)
+    time.sleep(0.2)
+    child.send_signal(signal.SIGTERM)
+    out, err = child.communicate(timeout=30)
+    assert child.returncode == 143, (out, err)
+    assert list(stage.iterdir()) == []
