@@ -317,6 +317,7 @@ def install_everywhere(launcher: Launcher, nodes: Sequence[NodeSlot], name: str,
         return [by_node.get(r.node, r) for r in runs]
 
     usable = [n for n in nodes if n.usable]
+    made_before = phases.get("solve+bundle", 0.0)  # --no-early-start: made before the nodes started
     start = time.perf_counter()
     results: dict[str, NodeCreate] = {n.name: NodeCreate(n.name, False, None, error=n.reason, phase="select")
                                       for n in nodes if not n.usable}
@@ -325,7 +326,7 @@ def install_everywhere(launcher: Launcher, nodes: Sequence[NodeSlot], name: str,
     finally:
         for folder in workdir:
             shutil.rmtree(folder, ignore_errors=True)
-    phases["install"] = time.perf_counter() - start - phases.get("solve+bundle", 0.0)
+    phases["install"] = time.perf_counter() - start - (phases.get("solve+bundle", 0.0) - made_before)
     if shared:
         failed_first = [r for r in runs if not r.ok]
         for run in failed_first:
