@@ -207,7 +207,13 @@ def _pip_install(prefix: Path, private: Path, secret_env: dict[str, str], select
     report = private / "pip-plan.json"
     dry = proc.run(base + ["--dry-run", "--quiet", "--report", str(report)], timeout=900, env=env)
     if dry.returncode != 0:
-        raise EngineError(f"pip could not resolve the pip section: {redact(dry.stderr_tail(12) or dry.stdout[-2000:])}",
+        said = redact(dry.stderr_tail(12) or dry.stdout[-2000:])
+        if "DO NOT MATCH THE HASHES" in said:  # pip's hash-checking mode: a lock's --hash lines
+            raise EngineError(f"a PyPI file is not the one the lock names (sha256 differs): {said}",
+                              "the index or mirror serves another file than when the lock was made: if that "
+                              "change is expected, lock again (envkit lock / envkit export --format lock); "
+                              "otherwise find out why the file changed before installing it")
+        raise EngineError(f"pip could not resolve the pip section: {said}",
                           "check the pip package names and the index URLs in the environment file")
     try:
         planned = json.loads(report.read_text())["install"]

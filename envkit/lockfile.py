@@ -394,9 +394,15 @@ _INDEX_FILE_HOSTS = {"pypi.org": "files.pythonhosted.org"}  # where PyPI's index
 def pip_lines(lock: Lock, entry: LockedPlatform) -> tuple[str, ...]:
     """The pip requirement lines that install a platform's PyPI entries. A file served by one of the
     lock's indexes installs as `name==version` (so a --mirror's PyPI can serve it); any other file URL
-    as `name @ URL`, a VCS URL as itself. PyPI itself is pip's default index and is not repeated."""
+    as `name @ URL`, a VCS URL as itself. PyPI itself is pip's default index and is not repeated.
+
+    When every entry carries its sha256 (envkit's and pixi's locks do), each line gets `--hash=sha256:`,
+    which puts pip in hash-checking mode: a file that differs from the one locked is refused, whatever
+    index or mirror serves it ("Hash-checking mode", pip's secure-installs docs). The mode is all or
+    nothing, so a lock with any entry lacking a hash, or a VCS entry (no file to hash), installs as before."""
     if not entry.pypi:
         return ()
+    hashed = all(p.sha256 and "+" not in urlsplit(p.url).scheme for p in entry.pypi)
     hosts = set()
     for index in lock.indexes:
         host = urlsplit(index).hostname or ""
@@ -405,9 +411,10 @@ def pip_lines(lock: Lock, entry: LockedPlatform) -> tuple[str, ...]:
     lines = [f"--extra-index-url {index}" for index in indexes]
     for pkg in entry.pypi:
         if "+" in urlsplit(pkg.url).scheme or (pkg.is_direct and urlsplit(pkg.url).hostname not in hosts):
-            lines.append(pkg.requirement())
+            line = pkg.requirement()
         else:
-            lines.append(f"{pkg.name}=={pkg.version}")
+            line = f"{pkg.name}=={pkg.version}"
+        lines.append(f"{line} --hash=sha256:{pkg.sha256}" if hashed else line)
     return tuple(lines)
 
 

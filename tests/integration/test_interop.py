@@ -111,6 +111,24 @@ def test_explicit_and_lock_bring_back_gpu_build_pip_and_variables(
     assert json.loads((copy / "conda-meta" / "state").read_text())["env_vars"] == {"OMP_NUM_THREADS": "8"}
 
 
+def test_a_lock_refuses_a_pypi_file_that_differs_from_the_one_locked(
+        capsys: pytest.CaptureFixture[str], server: ChannelServer, isolated: Path, gpu_env: Path,
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every PyPI entry has its sha256: pip runs in hash-checking mode, so a wheel that is not the locked
+    one (a republished file, a mirror serving something else) fails the create, which leaves nothing."""
+    out = tmp_path / "team.lock"
+    assert run_cli(capsys, "export", "src", "--format", "lock", "-o", str(out))[0] == 0
+    lock = yaml.safe_load(out.read_text())
+    entry = next(p for p in lock["packages"] if p.get("name") == "transformers")
+    entry["sha256"] = "0" * 64  # what the lock says no longer matches what the index serves
+    out.write_text(yaml.safe_dump(lock, sort_keys=False))
+    gpu_less(monkeypatch)
+    code, _o, err = run_cli(capsys, "create", "copy", "--lock", str(out), "--mirror", server.url, "--no-verify", "-q")
+    assert code == 1 and "error: a PyPI file is not the one the lock names (sha256 differs)" in err, err
+    assert "transformers" in err and "lock again" in err
+    assert not (isolated / "envs" / "copy").exists()
+
+
 def test_explicit_to_stdout_never_drops_silently(capsys: pytest.CaptureFixture[str], gpu_env: Path,
                                                 tmp_path: Path) -> None:
     code, out, err = run_cli(capsys, "export", "src", "--format", "explicit")
