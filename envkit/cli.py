@@ -358,7 +358,7 @@ def export(name: str | None, prefix: str | None, output: str | None, fmt: str, f
     from envkit.errors import UsageError
     from envkit.export import SIDECAR_SUFFIX, export_env
     from envkit.fsutil import atomic_write_text
-    from envkit.locations import find_prefix
+    from envkit.prefix.locations import find_prefix
     from envkit.secrets import redact
 
     if fmt != "yaml" and (from_history or env_name):
@@ -430,8 +430,8 @@ def remove(name: str, yes: bool, not_envkit: bool) -> None:
     """Remove an environment envkit made (README: what remove will and will not touch)."""
     from envkit import output
     from envkit.errors import UsageError
-    from envkit.locations import find_prefix
-    from envkit.ownership import check_deletable
+    from envkit.prefix.locations import find_prefix
+    from envkit.prefix.ownership import check_deletable
     from envkit.stages import remove_env
 
     prefix = find_prefix(name, None)

@@ -21,7 +21,7 @@ def _env_names(_ctx: click.Context, _param: click.Parameter, incomplete: str) ->
     """Shell completion of NAME: the environments envkit and conda know about."""
     from click.shell_completion import CompletionItem
 
-    from envkit.locations import list_envs
+    from envkit.prefix.locations import list_envs
 
     return [CompletionItem(p.name) for p in list_envs() if p.name.startswith(incomplete)]
 

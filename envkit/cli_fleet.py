@@ -132,7 +132,7 @@ def bundle(name: str | None, lock_file: str | None, out: str, driver_version: st
     from envkit import output
     from envkit.bundle import bundle_from_env, bundle_from_lock, bundle_from_spec
     from envkit.errors import UsageError
-    from envkit.locations import default_prefix
+    from envkit.prefix.locations import default_prefix
 
     target = Path(out)
     if lock_file:
@@ -271,7 +271,7 @@ def create_cmd(name: str, bundle_dir: str | None, bundle_out: str | None, prefix
     from envkit.errors import ExitCode, UsageError
     from envkit.fleet.create import CREATE_TIMEOUT, fleet_create, fleet_create_per_partition
     from envkit.fleet.select import request_for_fleet
-    from envkit.locations import check_name, default_prefix
+    from envkit.prefix.locations import check_name, default_prefix
 
     check_name(name)
     runner = _launcher(launcher, partition, count, nodelist, exclude, account, time_limit, gpus_per_node, srun_args)

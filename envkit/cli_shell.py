@@ -16,7 +16,7 @@ SHELL_CHOICE = click.Choice(["bash", "zsh", "sh", "fish"])
 
 
 def _root_prefix() -> str | None:
-    from envkit.locations import conda_root
+    from envkit.prefix.locations import conda_root
 
     root = conda_root()
     return str(root) if root is not None else None
@@ -58,7 +58,7 @@ def forget_kernels(prefix: Path) -> None:
 def activate_cmd(name: str | None, prefix: str | None, shell: str | None, stack: bool) -> None:
     """Print shell code that activates NAME here: eval "$(envkit activate NAME)" (fish: | source)."""
     from envkit.activate import activate_code, shell_of
-    from envkit.locations import find_prefix
+    from envkit.prefix.locations import find_prefix
 
     path = find_prefix(name, prefix)
     code, notes = activate_code(path, os.environ, shell=shell or shell_of(os.environ), stack=stack,
@@ -85,7 +85,7 @@ def deactivate_cmd(shell: str | None) -> None:
 @click.option("--shell", "shell", type=SHELL_CHOICE, default=None, help="Start this shell instead of $SHELL.")
 def shell_cmd(name: str | None, prefix: str | None, shell: str | None) -> None:
     """Open your shell with NAME activated (as conda activate would); `exit` returns here."""
-    from envkit.locations import find_prefix
+    from envkit.prefix.locations import find_prefix
     from envkit.subshell import open_shell
 
     path = find_prefix(name, prefix)
@@ -103,7 +103,7 @@ def kernel_cmd(name: str | None, prefix: str | None, remove: bool) -> None:
     from envkit import output
     from envkit.errors import EnvkitError
     from envkit.kernel import has_ipykernel, kernels_dir, register, unregister
-    from envkit.locations import find_prefix
+    from envkit.prefix.locations import find_prefix
 
     if remove:
         from envkit.errors import EnvNotFoundError

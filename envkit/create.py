@@ -3,8 +3,8 @@
 Atomicity (rattler has no rollback, rattler-notes §4): under the per-target lock the env is built in
 a locked staging folder next to its final place with `alternative_target_prefix=final`, the pip
 section runs inside the staging env, and only a complete env is renamed into place with a rename that
-never overwrites (envkit/staging.py). With --force the old env is moved aside first and deleted only
-after the new one has passed verify; a FAIL puts it back. What may be replaced: envkit/ownership.py.
+never overwrites (envkit/prefix/staging.py). With --force the old env is moved aside first and deleted only
+after the new one has passed verify; a FAIL puts it back. What may be replaced: envkit/prefix/ownership.py.
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from envkit import proc
-from envkit.condarc import drop_cache_tag, register_env
+from envkit.prefix.condarc import drop_cache_tag, register_env
 from envkit.engines.base import (ENGINES, CreateOptions, CreateResult, Timer,  # noqa: F401 (API)
                                  cuda_override_for, pip_guard, plan_guard, update_meta_phases, write_history,
                                  write_meta, write_state)
 from envkit.errors import EngineError, EnvExistsError, EnvkitError, UsageError
-from envkit.locations import META_DIR, check_name, default_prefix
+from envkit.prefix.locations import META_DIR, check_name, default_prefix
 from envkit.models import Machine, Selection
 from envkit.render.envfile import EnvFile
 from envkit.secrets import redact
@@ -91,7 +91,7 @@ def envfile_as_is(path: Path, name: str) -> EnvFile:
     return EnvFile(name, channels, deps, pip, parsed.variables, (f"taken as is from {path.name} (--no-adapt)",))
 
 
-# -- staging and sweeping: envkit/staging.py; what may be replaced: envkit/ownership.py --------------
+# -- staging and sweeping: envkit/prefix/staging.py; what may be replaced: envkit/prefix/ownership.py --------------
 @contextmanager
 def _term_as_interrupt() -> Iterator[None]:
     """Ctrl-C and SIGTERM (a `kill`, a CI timeout) interrupt the install at once and clean up.
@@ -331,7 +331,7 @@ def create_env(opts: CreateOptions, progress: Any = None, on_line: Any = None) -
     if opts.dry_run:
         return _engine_run(opts, envfile, env_text, selection, machine, changes, recreate, prefix, timer, [],
                            False, progress, on_line, locked)
-    from envkit.staging import check_target, sweep, target_lock
+    from envkit.prefix.staging import check_target, sweep, target_lock
 
     waited: list[str] = []
 
@@ -459,8 +459,8 @@ def install_and_settle(opts: Any, prefix: Path, build: Any, replacing: bool, tim
     and deleted only once the new env did not FAIL verify; a FAIL, a broken verify, Ctrl-C or a failed
     move-in put it back. `in_place`: external engines build at the final name under a journal
     (staging.building_in_place). Returns the verify report and whether the old env was restored."""
-    from envkit.ownership import mark_owned, new_owner_id
-    from envkit.staging import building_in_place, quiet_signals, staging_folder, swap_in
+    from envkit.prefix.ownership import mark_owned, new_owner_id
+    from envkit.prefix.staging import building_in_place, quiet_signals, staging_folder, swap_in
 
     owner_id = new_owner_id()
     old = None
@@ -508,7 +508,7 @@ def install_and_settle(opts: Any, prefix: Path, build: Any, replacing: bool, tim
         kept = _put_back(old, prefix, owner_id)
         notes.append(f"verify FAILED on the rebuild: {kept}; the rebuild was removed")
         return report, True
-    from envkit.ownership import forget
+    from envkit.prefix.ownership import forget
 
     forget(old.folder, prefix)  # its registry entry goes with it
     problem = old.release(remove_folder=True)
@@ -519,8 +519,8 @@ def install_and_settle(opts: Any, prefix: Path, build: Any, replacing: bool, tim
 
 def _set_aside_if(replacing: bool, prefix: Path, owner_id: str, allow_foreign: bool, journal: Any) -> Any:
     """--force: re-check what is at the target right now, then move it aside under a lock."""
-    from envkit.ownership import check_deletable
-    from envkit.staging import BUILDING, set_aside, update
+    from envkit.prefix.ownership import check_deletable
+    from envkit.prefix.staging import BUILDING, set_aside, update
 
     if not replacing or not (prefix.exists() or prefix.is_symlink()):
         return None
@@ -533,7 +533,7 @@ def _set_aside_if(replacing: bool, prefix: Path, owner_id: str, allow_foreign: b
 
 def _put_back(old: Any, prefix: Path, new_id: str | None) -> str:
     """Remove this run's new env (if it got in), then move the old env back; say what happened."""
-    from envkit.staging import discard, quiet_signals, restore
+    from envkit.prefix.staging import discard, quiet_signals, restore
 
     with quiet_signals():
         problem = discard(prefix, new_id) if new_id else None
@@ -543,7 +543,7 @@ def _put_back(old: Any, prefix: Path, new_id: str | None) -> str:
 
 def _drop_half_made(prefix: Path) -> None:
     """An external build failed: remove what the engine left at the name (its env, or an empty folder)."""
-    from envkit.staging import quiet_signals, trash
+    from envkit.prefix.staging import quiet_signals, trash
 
     if prefix.is_symlink() or not prefix.exists():
         return

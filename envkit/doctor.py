@@ -342,7 +342,7 @@ def _pins(dist: PipDist) -> list[tuple[str, str]]:
 
 def _env_ref(facts: Facts) -> str:
     """How commands name this env: NAME when envkit finds it by name, else --prefix P."""
-    from envkit.locations import search_dirs
+    from envkit.prefix.locations import search_dirs
 
     if facts.prefix.parent in search_dirs():
         return facts.prefix.name
@@ -878,7 +878,7 @@ def doctor(*, name: str | None = None, prefix: str | None = None, all_envs: bool
     """Resolve the env(s) (default: the active $CONDA_PREFIX), detect the machine once, diagnose each."""
     from envkit.detect import detect
     from envkit.errors import EnvNotFoundError, UsageError
-    from envkit.locations import find_prefix, list_envs
+    from envkit.prefix.locations import find_prefix, list_envs
 
     if all_envs and (name or prefix):
         raise UsageError("give NAME, --prefix or --all, not several", "envkit doctor --all")

@@ -222,7 +222,7 @@ def _pip_lines(pips: list[PipPackage], strict: bool) -> tuple[list[str], list[st
 
 def export_yaml(prefix: Path, *, name: str | None = None, from_history: bool = False, no_pip: bool = False,
                 strict: bool = False, config: dict[str, Any] | None = None) -> Exported:
-    from envkit.history import requested_specs
+    from envkit.prefix.history import requested_specs
 
     records = read_records(prefix, config)
     warnings: list[str] = []
@@ -374,7 +374,7 @@ def read_sidecar(explicit: Path) -> tuple[tuple[str, ...], tuple[tuple[str, str]
 
 def _pip_report(prefix: Path) -> dict[str, tuple[str, str | None]]:
     """name -> (artifact URL, sha256) as create recorded them (.envkit/pip-provenance.json)."""
-    from envkit.locations import META_DIR
+    from envkit.prefix.locations import META_DIR
 
     try:
         rows = load_json(prefix / META_DIR / PIP_PROVENANCE, "pip provenance file")

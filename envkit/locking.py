@@ -372,7 +372,7 @@ def lock_from_prefix(prefix: Path, platforms: tuple[str, ...], *, mirror: str | 
     import json
 
     from envkit.export import export_yaml
-    from envkit.locations import META_DIR
+    from envkit.prefix.locations import META_DIR
     from envkit.render.adapt import parse_file
     from envkit.render.envfile import EnvFile
 

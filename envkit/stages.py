@@ -26,7 +26,7 @@ def verify_env(*, name: str | None = None, prefix: str | None = None, python: st
     """Run the AMP payload with the env's python; save the report in <prefix>/.envkit/verify.json."""
     from envkit import output
     from envkit.detect import detect
-    from envkit.locations import META_DIR, find_prefix
+    from envkit.prefix.locations import META_DIR, find_prefix
     from envkit.verify.runner import python_of, resolve_python, run_payload, save_report
 
     env_prefix: Path | None = None
@@ -215,7 +215,7 @@ def render_env(*, spec: str | None = None, from_file: Path | None = None, name: 
                catalogue_mode: str = "auto", channels: tuple[str, ...] = ()) -> Rendered:
     """A spec (or a colleague's file) + this machine -> environment.yml text."""
     from envkit.config import load_file_config
-    from envkit.locations import check_name
+    from envkit.prefix.locations import check_name
     from envkit.render import mirrors
     from envkit.render.build import build_envfile, python_candidates
 
@@ -306,7 +306,7 @@ def activated_env(prefix: Path) -> dict[str, str]:
 def run_in_env(name: str, command: list[str]) -> int:
     from envkit import proc
     from envkit.errors import EnvkitError
-    from envkit.locations import find_prefix
+    from envkit.prefix.locations import find_prefix
 
     prefix = find_prefix(name if "/" not in name else None, name if "/" in name else None)
     if command and command[0] == "--":
@@ -321,19 +321,19 @@ def run_in_env(name: str, command: list[str]) -> int:
 
 
 def remove_env(prefix: Path, *, not_envkit: bool = False) -> Path:
-    """Delete an env envkit can prove it made (envkit/ownership.py); others only with `not_envkit`.
+    """Delete an env envkit can prove it made (envkit/prefix/ownership.py); others only with `not_envkit`.
 
     Under the target's lock, so it never races a create of the same name; the name is freed at once
     by a rename to a locked trash name, and an interrupted deletion is finished by the next sweep."""
     from envkit.errors import EnvkitError
-    from envkit.ownership import check_deletable, forget
-    from envkit.staging import target_lock, trash
+    from envkit.prefix.ownership import check_deletable, forget
+    from envkit.prefix.staging import target_lock, trash
 
     with target_lock(prefix):
         check_deletable(prefix, allow_foreign=not_envkit, verb="remove")
         real = Path(os.path.realpath(prefix))
         forget(real)
-        from envkit.condarc import unregister_env
+        from envkit.prefix.condarc import unregister_env
 
         for seen in {prefix, real}:
             unregister_env(seen)  # conda's environments.txt forgets it too (issue 12)
@@ -361,10 +361,10 @@ def _text(value: Any) -> str | None:
 
 
 def _origin(prefix: Path, meta: Path) -> tuple[str, str, str]:
-    """(origin, why, the remove command) by the same proof `remove` uses (envkit.ownership):
+    """(origin, why, the remove command) by the same proof `remove` uses (envkit.prefix.ownership):
     "envkit" (proven), "copied" (an envkit marker that does not prove this path: a copy, a moved env,
     another ENVKIT_HOME), "older envkit" (create.json but no marker) or "not envkit"."""
-    from envkit.ownership import FOREIGN_FLAG, OWNER_FILE, ownership
+    from envkit.prefix.ownership import FOREIGN_FLAG, OWNER_FILE, ownership
 
     owner = ownership(prefix)
     ref = _shell_word(prefix.name if _resolves_to(prefix) else str(prefix))
@@ -380,7 +380,7 @@ def _origin(prefix: Path, meta: Path) -> tuple[str, str, str]:
 
 def _resolves_to(prefix: Path) -> bool:
     from envkit.errors import EnvkitError
-    from envkit.locations import find_prefix
+    from envkit.prefix.locations import find_prefix
 
     try:
         return find_prefix(prefix.name, None) == prefix
@@ -395,7 +395,7 @@ def _shell_word(text: str) -> str:
 
 
 def list_all() -> dict[str, Any]:
-    from envkit.locations import META_DIR, list_envs
+    from envkit.prefix.locations import META_DIR, list_envs
     from envkit.render import specs
 
     envs = []

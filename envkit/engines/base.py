@@ -16,7 +16,7 @@ from typing import Any
 
 from envkit import __version__
 from envkit.errors import PlanGuardError
-from envkit.locations import META_DIR
+from envkit.prefix.locations import META_DIR
 from envkit.models import Machine, Request, Selection
 from envkit.render.envfile import EnvFile
 from envkit.secrets import redact
@@ -182,7 +182,7 @@ def update_meta_phases(prefix: Path, timer: Timer) -> None:
 
 
 def write_history(prefix: Path, opts: CreateOptions, packages: Sequence[Any], specs: Sequence[str]) -> None:
-    from envkit.history import Dist, append, revision_block
+    from envkit.prefix.history import Dist, append, revision_block
 
     dists = [Dist(p.channel, p.subdir, p.name, p.version, p.build) for p in packages]
     append(prefix, revision_block([redact(a) for a in opts.argv], dists, [], specs,

@@ -99,7 +99,7 @@ def dry_run_argv(exe: str, prefix: Path, channels: Sequence[str], specs: Sequenc
 # -- channels and credentials ---------------------------------------------------------------------------
 def engine_channels(opts: Any, envfile: EnvFile) -> tuple[EnvFile, dict[str, str], list[str]]:
     """The file the engine gets, extra environment for it, and notes. See the module docstring."""
-    from envkit import condarc
+    from envkit.prefix import condarc
     from envkit.render import mirrors
 
     notes: list[str] = []
@@ -255,7 +255,7 @@ def settle_in_place(prefix: Path, build: Callable[[Path], None]) -> None:
 def create_external(opts: Any, envfile: EnvFile, env_text: str, selection: Selection | None, machine: Machine,
                     prefix: Path, timer: Any, notes: list[str], on_line: Callable[[str], None] | None,
                     settle: Callable[[Path, Callable[[Path], None]], tuple[Any, bool] | None] | None = None) -> Any:
-    from envkit.condarc import register_env
+    from envkit.prefix.condarc import register_env
     from envkit.engines.base import plan_guard
 
     exe = find_engine(opts.engine)

@@ -232,7 +232,7 @@ def install_everywhere(launcher: Launcher, nodes: Sequence[NodeSlot], name: str,
     nodes (they are held only for the install)."""
     import tempfile
 
-    from envkit.locations import default_prefix
+    from envkit.prefix.locations import default_prefix
 
     shared = prefix_template is None or "{node}" not in prefix_template
     phases: dict[str, float] = {}

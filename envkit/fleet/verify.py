@@ -55,7 +55,7 @@ class Target:
             return self.python.replace("{node}", node)
         if self.prefix:
             return str(Path(self.prefix.replace("{node}", node)) / "bin" / "python")
-        from envkit.locations import find_prefix
+        from envkit.prefix.locations import find_prefix
 
         return str(find_prefix(self.name, None) / "bin" / "python")
 

@@ -188,7 +188,7 @@ def request_from(parsed: Parsed, request: Request, flavor_given: bool) -> Reques
 
 def choose_name(parsed: Parsed, cli_name: str | None, source: str) -> tuple[str, list[str]]:
     """--name, else the file's name when conda could use it, else the file's stem (said so)."""
-    from envkit.locations import check_name
+    from envkit.prefix.locations import check_name
 
     from envkit.errors import UsageError
 

@@ -258,7 +258,7 @@ def test_history_is_readable_by_conda(capsys: pytest.CaptureFixture[str], server
     revisions = history.construct_states()
     assert len(revisions) == 1 and any(d.startswith("https://conda.anaconda.org/conda-forge")
                                        for d in revisions[0][1])
-    from envkit.history import requested_specs
+    from envkit.prefix.history import requested_specs
 
     assert requested_specs(prefix)["pytorch"] == "pytorch=2.13.0=cuda*"
 

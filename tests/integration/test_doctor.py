@@ -46,7 +46,7 @@ def make_env(capsys: pytest.CaptureFixture[str], bed: Path, name: str, *args: st
     code, _out, err = run_cli(capsys, "create", name, "--file", str(file), "--channel", (bed / "conda-forge").as_uri(),
                               "--python", PY, "--no-verify", "-q", *cuda, *args)
     assert code == 0, err
-    from envkit.locations import find_prefix
+    from envkit.prefix.locations import find_prefix
 
     return find_prefix(name, None)
 
@@ -177,7 +177,7 @@ def test_nvidia_libs_that_are_not_the_versions_torch_pins(capsys: pytest.Capture
                     f"  - python={PY}\n  - pip\n")
     code, _out, err = run_cli(capsys, "create", "piponly", "--file", str(file), "--no-adapt", "--no-verify", "-q")
     assert code == 0, err
-    from envkit.locations import find_prefix
+    from envkit.prefix.locations import find_prefix
 
     prefix = find_prefix("piponly", None)
     # PyPI's default torch (no +cuXYZ) pins its CUDA libraries; an older runtime came in through another package
@@ -270,7 +270,7 @@ def test_mixed_channels_and_cudatoolkit_next_to_cuda_version(capsys: pytest.Capt
     code, _out, err = run_cli(capsys, "create", "mixed", "--file", str(file), "--no-adapt", "--no-verify", "-q",
                               "--cuda", "13.0")
     assert code == 0, err
-    from envkit.locations import find_prefix
+    from envkit.prefix.locations import find_prefix
 
     prefix = find_prefix("mixed", None)
     code, report = doctor(capsys, "mixed", *H200)

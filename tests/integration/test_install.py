@@ -216,7 +216,7 @@ def test_readme_install_inside_a_conda_env(capsys: pytest.CaptureFixture[str], t
                     f"  - python={PY}\n  - pip\n")
     code, _out, err = run_cli(capsys, "create", "tools", "--file", str(file), "--no-adapt", "--no-verify", "-q")
     assert code == 0, err
-    from envkit.locations import find_prefix
+    from envkit.prefix.locations import find_prefix
 
     prefix = find_prefix("tools", None)
     wheels = wheelhouse_for(str(prefix / "bin" / "python"))

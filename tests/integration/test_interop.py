@@ -260,7 +260,7 @@ def test_export_lock_for_platforms_and_bad_platform(capsys: pytest.CaptureFixtur
 
 def test_a_custom_prefix_is_a_first_class_conda_env(capsys: pytest.CaptureFixture[str], testbed,  # noqa: ANN001
                                                     tmp_path: Path) -> None:
-    from envkit.condarc import environments_txt
+    from envkit.prefix.condarc import environments_txt
 
     prefix = tmp_path / "projects" / "demo-env"
     code, _o, err = run_cli(capsys, "create", "demo", "--spec", "minimal", *GPU, "--python", PY, "--prefix",

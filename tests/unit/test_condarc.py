@@ -1,4 +1,4 @@
-"""envkit.condarc: conda's config search path, envs_dirs, and ~/.conda/environments.txt as conda keeps it."""
+"""envkit.prefix.condarc: conda's config search path, envs_dirs, and ~/.conda/environments.txt as conda keeps it."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from envkit.condarc import (CACHE_TAG_SIGNATURE, drop_cache_tag, envs_dirs, environments_txt, register_env,
+from envkit.prefix.condarc import (CACHE_TAG_SIGNATURE, drop_cache_tag, envs_dirs, environments_txt, register_env,
                             setting, unregister_env)
-from envkit.locations import default_prefix
+from envkit.prefix.locations import default_prefix
 
 
 def test_condarc_env_var_and_priority(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from envkit.history import Dist, append, requested_specs, revision_block
+from envkit.prefix.history import Dist, append, requested_specs, revision_block
 from envkit.render import mirrors
 from envkit.secrets import Vault
 

@@ -34,8 +34,8 @@ def conda_root() -> Path | None:
 
 def conda_envs_dirs() -> list[Path]:
     """conda's envs_dirs in its own precedence: CONDA_ENVS_PATH, .condarc envs_dirs (every file conda
-    reads, $CONDARC included: envkit.condarc), <root>/envs, ~/.conda/envs."""
-    from envkit.condarc import envs_dirs
+    reads, $CONDARC included: envkit.prefix.condarc), <root>/envs, ~/.conda/envs."""
+    from envkit.prefix.condarc import envs_dirs
 
     dirs: list[Path] = envs_dirs()
     root = conda_root()

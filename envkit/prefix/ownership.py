@@ -139,7 +139,7 @@ def _protected() -> list[tuple[Path, str]]:
 
     places = [(Path("/"), "the filesystem root"), (Path.home(), "your home folder ($HOME)"),
               (envkit_home(), "envkit's home (ENVKIT_HOME)"), (cache_dir(), "envkit's package cache")]
-    from envkit.locations import conda_envs_dirs, conda_root, envkit_envs_dir
+    from envkit.prefix.locations import conda_envs_dirs, conda_root, envkit_envs_dir
 
     places.append((envkit_envs_dir(), "envkit's envs folder"))
     root = conda_root()

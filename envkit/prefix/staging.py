@@ -183,7 +183,7 @@ def staging_folder(target: Path) -> Iterator[Held]:
 
 def check_target(prefix: Path, force: bool, allow_foreign: bool, expected_id: str | None = None) -> bool:
     """May a create put an env at `prefix`? True when an existing env will be replaced (--force)."""
-    from envkit.ownership import check_deletable
+    from envkit.prefix.ownership import check_deletable
 
     check_parent(prefix)
     if not (prefix.exists() or prefix.is_symlink()):
@@ -256,7 +256,7 @@ def restore(old: Held, prefix: Path) -> str | None:
 
 def discard(prefix: Path, owner_id: str) -> str | None:
     """Remove an env this very run made (checked by its owner id) through a locked trash name."""
-    from envkit.ownership import forget, ownership
+    from envkit.prefix.ownership import forget, ownership
 
     if not ownership(prefix, owner_id).owned:
         return f"{prefix} is not the env this run made; it was left alone"
@@ -347,7 +347,7 @@ def _sweep_one(parent: Path, lock: Path, kind: str, name: str, fd: int, held_nam
 
 def _recover(kind: str, folder: Path, target: Path, data: dict[str, Any]) -> list[str]:
     """An interrupted --force: take back the old env; an interrupted external build: drop the half-made one."""
-    from envkit.ownership import ownership
+    from envkit.prefix.ownership import ownership
 
     notes: list[str] = []
     if kind == BUILDING:
