@@ -34,7 +34,7 @@ def with_kernel(result: Any, name: str, *, skip: bool) -> Any:
     is one more note of the result (a kernel that cannot be written never fails the create)."""
     from dataclasses import replace
 
-    from envkit.kernel import after_create
+    from envkit.shell.kernel import after_create
 
     note = after_create(result.prefix, name, skip)
     return replace(result, notes=(*result.notes, note)) if note else result
@@ -43,7 +43,7 @@ def with_kernel(result: Any, name: str, *, skip: bool) -> Any:
 def forget_kernels(prefix: Path) -> None:
     """`envkit remove`: the env's Jupyter kernelspecs go with it (only those envkit wrote)."""
     from envkit import output
-    from envkit.kernel import unregister
+    from envkit.shell.kernel import unregister
 
     for folder in unregister(prefix):
         output.plain(f"removed its Jupyter kernel {folder.name} ({folder})")
@@ -57,7 +57,7 @@ def forget_kernels(prefix: Path) -> None:
 @click.option("--stack", is_flag=True, help="Keep the active env's bin on PATH too (conda activate --stack).")
 def activate_cmd(name: str | None, prefix: str | None, shell: str | None, stack: bool) -> None:
     """Print shell code that activates NAME here: eval "$(envkit activate NAME)" (fish: | source)."""
-    from envkit.activate import activate_code, shell_of
+    from envkit.shell.activate import activate_code, shell_of
     from envkit.prefix.locations import find_prefix
 
     path = find_prefix(name, prefix)
@@ -72,7 +72,7 @@ def activate_cmd(name: str | None, prefix: str | None, shell: str | None, stack:
               help="Syntax of the code printed (default: from $SHELL, else bash).")
 def deactivate_cmd(shell: str | None) -> None:
     """Print shell code that undoes the last activation: eval "$(envkit deactivate)"."""
-    from envkit.activate import deactivate_code, shell_of
+    from envkit.shell.activate import deactivate_code, shell_of
 
     code, notes = deactivate_code(os.environ, shell=shell or shell_of(os.environ), root_prefix=_root_prefix())
     _notes(notes)
@@ -86,7 +86,7 @@ def deactivate_cmd(shell: str | None) -> None:
 def shell_cmd(name: str | None, prefix: str | None, shell: str | None) -> None:
     """Open your shell with NAME activated (as conda activate would); `exit` returns here."""
     from envkit.prefix.locations import find_prefix
-    from envkit.subshell import open_shell
+    from envkit.shell.subshell import open_shell
 
     path = find_prefix(name, prefix)
     if not sys.stdin.isatty():
@@ -102,7 +102,7 @@ def kernel_cmd(name: str | None, prefix: str | None, remove: bool) -> None:
     """Register NAME as a Jupyter kernel (user level), or --remove it."""
     from envkit import output
     from envkit.errors import EnvkitError
-    from envkit.kernel import has_ipykernel, kernels_dir, register, unregister
+    from envkit.shell.kernel import has_ipykernel, kernels_dir, register, unregister
     from envkit.prefix.locations import find_prefix
 
     if remove:

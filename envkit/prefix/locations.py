@@ -106,7 +106,7 @@ def list_envs() -> list[Path]:
 
 def next_steps(prefix: Path) -> list[tuple[str, str]]:
     """(command, what it does) for using the env, each one runnable on this machine as printed."""
-    from envkit.activate import shell_of
+    from envkit.shell.activate import shell_of
 
     try:
         ref = prefix.name if find_prefix(prefix.name, None) == prefix else str(prefix)

@@ -88,7 +88,7 @@ def test_create_registers_a_kernel_jupyter_starts_and_remove_unregisters(
 def test_no_kernel_then_by_hand_and_foreign_specs_are_left_alone(
         capsys: pytest.CaptureFixture[str], testbed: TestBed, kernel_channel: Path, isolated: Path,
         tmp_path: Path) -> None:
-    from envkit.kernel import kernels_dir
+    from envkit.shell.kernel import kernels_dir
 
     file = env_file(tmp_path, testbed, kernel_channel, "ipykernel")
     code, out, err = run_cli(capsys, "create", "k", "--file", str(file), "--no-adapt", "--no-verify", "--no-kernel")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from envkit.activate import EnvInfo, Plan, default_env, plan_activate, plan_deactivate, read_env, render
+from envkit.shell.activate import EnvInfo, Plan, default_env, plan_activate, plan_deactivate, read_env, render
 
 BASE = {"PATH": "/usr/bin:/bin", "HOME": "/h/u", "CLOBBER": "machine"}
 
@@ -128,7 +128,7 @@ def test_rendering_quotes_every_value() -> None:
 def test_subshell_launch_per_shell(tmp_path: Path) -> None:
     import shutil
 
-    from envkit.subshell import plan_launch
+    from envkit.shell.subshell import plan_launch
 
     prefix = tmp_path / "envs" / "e"
     cmd = ["/opt/py", "-m", "envkit"]
@@ -152,7 +152,7 @@ def test_subshell_launch_per_shell(tmp_path: Path) -> None:
 
 def test_a_missing_shell_is_an_envkit_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from envkit.errors import EnvkitError
-    from envkit.subshell import open_shell
+    from envkit.shell.subshell import open_shell
 
     monkeypatch.setenv("PATH", str(tmp_path))  # no zsh to be found
     with pytest.raises(EnvkitError, match="cannot start zsh") as caught:

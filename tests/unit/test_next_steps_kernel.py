@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from envkit.kernel import display_name, kernel_name, kernel_spec, kernels_dir, torch_of
+from envkit.shell.kernel import display_name, kernel_name, kernel_spec, kernels_dir, torch_of
 from envkit.prefix.locations import next_steps
 
 

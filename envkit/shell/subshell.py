@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from envkit.activate import SHELLS, _fish_quote
+from envkit.shell.activate import SHELLS, _fish_quote
 
 
 @dataclass(frozen=True)

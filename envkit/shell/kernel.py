@@ -85,7 +85,7 @@ def display_name(env_name: str, prefix: Path) -> str:
 
 def kernel_spec(prefix: Path, env_name: str) -> dict[str, Any]:
     """kernel.json for the env (pure apart from reading the env's own files)."""
-    from envkit.activate import default_env, read_env
+    from envkit.shell.activate import default_env, read_env
 
     info = read_env(prefix)
     env = {k: v.replace("$", "$$") for k, v in info.settable_vars().items()}
