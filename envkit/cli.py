@@ -273,7 +273,7 @@ def create(name: str, spec: str | None, env_file: str | None, no_adapt: bool, lo
 
         raise UsageError("--bundle-gate needs --bundle DIR", "it is the node side of envkit fleet create")
     if bundle_dir:
-        from envkit.bundle import load_bundle
+        from envkit.lock.bundle import load_bundle
 
         where = Path(bundle_dir)
         if bundle_gate:
@@ -303,7 +303,7 @@ def create(name: str, spec: str | None, env_file: str | None, no_adapt: bool, lo
     on_line = None if quiet else (lambda line: output.plain("  " + line, err=True))
     with output.progress(quiet) as progress:
         if bundle is not None:
-            from envkit.bundle import create_from_bundle
+            from envkit.lock.bundle import create_from_bundle
 
             result = create_from_bundle(opts, bundle, progress=progress, on_line=on_line)
         else:
@@ -370,7 +370,7 @@ def export(name: str | None, prefix: str | None, output: str | None, fmt: str, f
     path = find_prefix(name, prefix)
     if platforms:
         from envkit.cli_lock import write_result
-        from envkit.locking import lock_from_prefix
+        from envkit.lock.solve import lock_from_prefix
 
         write_result(lock_from_prefix(path, platforms, mirror=_from_config(mirror, "mirror")), output,
                      int(lock_version))

@@ -1,6 +1,6 @@
 """Click commands of issue 13: `envkit bundle` and `envkit fleet detect|create|verify`.
 
-Thin like cli.py: options -> one core function (envkit.fleet.*, envkit.bundle) -> rendering here.
+Thin like cli.py: options -> one core function (envkit.fleet.*, envkit.lock.bundle) -> rendering here.
 Only click is imported at import time; rich, rattler and the fleet modules load inside the commands.
 """
 
@@ -130,7 +130,7 @@ def bundle(name: str | None, lock_file: str | None, out: str, driver_version: st
     from pathlib import Path
 
     from envkit import output
-    from envkit.bundle import bundle_from_env, bundle_from_lock, bundle_from_spec
+    from envkit.lock.bundle import bundle_from_env, bundle_from_lock, bundle_from_spec
     from envkit.errors import UsageError
     from envkit.prefix.locations import default_prefix
 
@@ -267,7 +267,7 @@ def create_cmd(name: str, bundle_dir: str | None, bundle_out: str | None, prefix
     from pathlib import Path
 
     from envkit import output
-    from envkit.bundle import bundle_from_spec
+    from envkit.lock.bundle import bundle_from_spec
     from envkit.errors import ExitCode, UsageError
     from envkit.fleet.create import CREATE_TIMEOUT, fleet_create, fleet_create_per_partition
     from envkit.fleet.select import request_for_fleet

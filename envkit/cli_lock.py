@@ -1,4 +1,4 @@
-"""The `envkit lock` verb (issue 12): thin click layer over envkit.locking."""
+"""The `envkit lock` verb (issue 12): thin click layer over envkit.lock.solve."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import click
 
 def print_lock(result: object, output: str, version: int) -> None:
     from envkit import output as out
-    from envkit.locking import LockResult
+    from envkit.lock.solve import LockResult
 
     assert isinstance(result, LockResult)
     for row in result.results:
@@ -30,8 +30,8 @@ def write_result(result: object, output: str | None, version: int) -> None:
     from pathlib import Path
 
     from envkit.fsutil import atomic_write_text
-    from envkit.locking import LockResult
-    from envkit.lockfile import LOCK_NAME, render_lock
+    from envkit.lock.solve import LockResult
+    from envkit.lock.file import LOCK_NAME, render_lock
 
     assert isinstance(result, LockResult)
     target = output or LOCK_NAME
@@ -82,7 +82,7 @@ def register(cli: click.Group, epilog: str, selection_options: Callable[..., Any
         from pathlib import Path
 
         from envkit.errors import UsageError
-        from envkit.locking import lock_env
+        from envkit.lock.solve import lock_env
 
         if offline and refresh:
             raise UsageError("--offline and --refresh contradict each other", "pass one of them")

@@ -276,7 +276,7 @@ def _channels_of(path: Path, kind: str) -> tuple[str, ...]:
 def _recreate_envfile(name: str, source: Path, kind: str) -> tuple[EnvFile, Any]:
     """What an explicit file (+ its sidecar) or a lock holds besides conda packages: pip, variables."""
     if kind == "lock":
-        from envkit.lockfile import current_platform, pip_lines, read_lock
+        from envkit.lock.file import current_platform, pip_lines, read_lock
 
         from envkit.render.envfile import check_pip_line, check_variables
 

@@ -394,7 +394,7 @@ def _pip_report(prefix: Path) -> dict[str, tuple[str, str | None]]:
 def locked_pypi(prefix: Path, records: list[CondaRecord], strict: bool) -> tuple[list[Any], list[str], list[str]]:
     """PyPI entries for a lock: exact artifact URL + sha256 when the create-time pip report has them,
     else the direct/VCS URL, else the index's project page (installed as name==version from `indexes`)."""
-    from envkit.lockfile import LockedPypi
+    from envkit.lock.file import LockedPypi
 
     report = _pip_report(prefix)
     entries: list[Any] = []
@@ -419,7 +419,7 @@ def locked_pypi(prefix: Path, records: list[CondaRecord], strict: bool) -> tuple
 def export_lock(prefix: Path, config: dict[str, Any] | None = None, *, version: int = 6, strict: bool = False,
                 no_pip: bool = False) -> Exported:
     """The installed env as a rattler lock (v6 by default: what conda-lockfiles 0.2 and pixi read)."""
-    from envkit.lockfile import PYPI_SIMPLE, Lock, LockedConda, LockedPlatform, render_lock
+    from envkit.lock.file import PYPI_SIMPLE, Lock, LockedConda, LockedPlatform, render_lock
 
     records = read_records(prefix, config)  # validates every file first, with a clear error
     subdir = next((r.subdir for r in records if r.subdir and r.subdir != "noarch"), "linux-64")

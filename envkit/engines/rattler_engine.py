@@ -207,8 +207,8 @@ class RattlerEngine:
         return found
 
     def locked_conda(self) -> list[Any]:
-        """The solved records as envkit.lockfile entries (for `envkit lock`)."""
-        from envkit.lockfile import LockedConda
+        """The solved records as envkit.lock.file entries (for `envkit lock`)."""
+        from envkit.lock.file import LockedConda
 
         out = []
         for record in self._records:
@@ -303,14 +303,14 @@ class RattlerEngine:
 
     # -- recreate without solving ------------------------------------------------------------
     def load_locked(self, locked: Any) -> list[PlannedPackage]:
-        """One platform of a lock (envkit.lockfile: v6 or v7, pixi's or envkit's): its records go straight
+        """One platform of a lock (envkit.lock.file: v6 or v7, pixi's or envkit's): its records go straight
         to install, no solve and no repodata. The entry is handed to rattler as v7, its own format, so
         fields that v6 leaves to be derived (subdir, channel) are explicit."""
         import tempfile
 
         from rattler import LockFile
 
-        from envkit.lockfile import Lock, render_lock
+        from envkit.lock.file import Lock, render_lock
 
         lock, entry = locked
         single = Lock(channels=lock.channels, platforms=(entry,), environment="default")

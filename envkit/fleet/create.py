@@ -64,7 +64,7 @@ def wait_for_go(bundle_dir: Path, stage_base: str | None = None) -> Path:
     import os
     import sys
 
-    for module in ("envkit.create", "envkit.bundle", "envkit.engines.rattler_engine", "envkit.lockfile",
+    for module in ("envkit.create", "envkit.lock.bundle", "envkit.engines.rattler_engine", "envkit.lock.file",
                    "envkit.detect.sources", "envkit.output", "rattler", "rich.console", "pynvml", "tarfile"):
         try:
             importlib.import_module(module)
@@ -83,7 +83,7 @@ def wait_for_go(bundle_dir: Path, stage_base: str | None = None) -> Path:
         print("error: fleet create stopped before the bundle was complete; nothing was made on this node",
               file=sys.stderr)
         raise SystemExit(GATE_CLOSED_RC)
-    from envkit.bundle import MANIFEST
+    from envkit.lock.bundle import MANIFEST
 
     if not os.access(bundle_dir / MANIFEST, os.R_OK):
         print(NO_BUNDLE, flush=True)
@@ -463,7 +463,7 @@ def fleet_create(launcher: Launcher, name: str, *, bundle_dir: Path,
     """With `make_bundle` ((FleetSelection, folder) -> Bundle): inventory, select, then solve once and bundle
     while the nodes start (`select=False`: a file taken literally has nothing to select); else install the
     existing bundle at `bundle_dir`. Then install everywhere."""
-    from envkit.bundle import load_bundle
+    from envkit.lock.bundle import load_bundle
 
     step = on_step or (lambda _t: None)
     start = time.perf_counter()

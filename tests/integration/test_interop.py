@@ -218,7 +218,7 @@ def test_one_lock_for_linux_and_macos(capsys: pytest.CaptureFixture[str], server
     assert "osx-arm64: macOS has no CUDA: dropped pytorch=2.13.0=cuda*, cuda-version=13.0" in err
     assert "linux-64:" in err and "2 wheels" in err and "cannot be locked" not in err
     assert not (isolated / "envs").exists()  # solved only, nothing installed
-    from envkit.lockfile import read_lock
+    from envkit.lock.file import read_lock
 
     lock = read_lock(out)
     assert lock.version == 6 and lock.names() == ("linux-64", "osx-arm64")
@@ -249,7 +249,7 @@ def test_export_lock_for_platforms_and_bad_platform(capsys: pytest.CaptureFixtur
     # the env's channels are canonical (conda-forge): reach them through the mirror the env was made with
     if code != 0:
         pytest.fail(err)
-    from envkit.lockfile import read_lock
+    from envkit.lock.file import read_lock
 
     lock = read_lock(out)
     assert lock.version == 7 and lock.names() == ("linux-64", "osx-arm64")
@@ -287,7 +287,7 @@ def test_lock_a_file_as_is_keeps_its_cuda_selector(capsys: pytest.CaptureFixture
     code, _o, err = run_cli(capsys, "lock", "--file", str(env), "--no-adapt", "--platform", "linux-64",
                             "--cuda", "13.0", "-o", str(out), "--lock-version", "7")
     assert code == 0, err
-    from envkit.lockfile import read_lock
+    from envkit.lock.file import read_lock
 
     lock = read_lock(out)
     assert lock.version == 7 and next(c.build for c in lock.platform("linux-64").conda
@@ -312,7 +312,7 @@ def test_mirror_installed_conda_env_exports_canonical_urls(capsys: pytest.Captur
 
 
 def test_a_hostile_lock_cannot_inject_pip_options(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    from envkit.lockfile import current_platform
+    from envkit.lock.file import current_platform
 
     lock = tmp_path / "evil.lock"
     lock.write_text(f"version: 6\nenvironments:\n  default:\n    channels: [{{url: conda-forge}}]\n"
@@ -363,7 +363,7 @@ def test_lock_pins_wheels_from_a_credentialed_index_and_names_what_it_cannot(
         text = out.read_text()
         secret_b64 = base64.b64encode(f"{st.user}:{st.password}".encode()).decode()
         assert st.password not in text and secret_b64 not in text and f"{st.user}:" not in text
-        from envkit.lockfile import read_lock
+        from envkit.lock.file import read_lock
 
         lock = read_lock(out)
         assert lock.indexes == (f"http://{host}/simple",)  # the index, without its credentials

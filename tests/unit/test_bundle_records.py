@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from envkit.bundle import Bundle, BundleFile, restore_urls
+from envkit.lock.bundle import Bundle, BundleFile, restore_urls
 
 # the shape rattler writes (serde_json, pretty, two spaces), with the archive's bundle URL
 RECORD = """{

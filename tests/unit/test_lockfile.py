@@ -1,4 +1,4 @@
-"""envkit.lockfile: rattler-lock v6 (pixi, conda-lockfiles) and v7 (py-rattler 0.28) written and read back."""
+"""envkit.lock.file: rattler-lock v6 (pixi, conda-lockfiles) and v7 (py-rattler 0.28) written and read back."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from envkit.lockfile import (Lock, LockedConda, LockedPlatform, LockedPypi, LockError, build_number_of, parse_lock,
+from envkit.lock.file import (Lock, LockedConda, LockedPlatform, LockedPypi, LockError, build_number_of, parse_lock,
                              read_lock, render_lock, split_filename, write_lock)
 from helpers import FIXTURES
 

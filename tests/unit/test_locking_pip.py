@@ -3,8 +3,8 @@ section splits into what pip resolves and what cannot be locked, and the lock's 
 
 from __future__ import annotations
 
-from envkit.lockfile import Lock, LockedPlatform, parse_lock, render_lock
-from envkit.locking import plan_pip, wheel_platforms
+from envkit.lock.file import Lock, LockedPlatform, parse_lock, render_lock
+from envkit.lock.solve import plan_pip, wheel_platforms
 from envkit.render.mirrors import custom
 
 

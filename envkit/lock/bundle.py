@@ -88,7 +88,7 @@ def _fetch_conda(items: Sequence[tuple[str, Path]], channels: Sequence[str], mir
     for url, dest in items:
         dest.parent.mkdir(parents=True, exist_ok=True)
         if url.startswith("file://"):
-            from envkit.lockfile import file_path
+            from envkit.lock.file import file_path
 
             source = file_path(url)
             assert source is not None
@@ -158,8 +158,8 @@ def _pip_download(lines: Sequence[str], dest: Path, python: str | None, *, no_de
 def write_bundle(out: Path, lock: Any, *, name: str, selection: dict[str, Any] | None = None,
                  mirror: Any = None, pip_extra: Sequence[str] = (), python: str | None = None,
                  on_step: Callable[[str], None] | None = None) -> Bundle:
-    """A Lock (envkit.lockfile) -> a bundle folder; written beside `out` and renamed into place."""
-    from envkit.lockfile import Lock, LockedConda, LockedPlatform, LockedPypi, current_platform, write_lock
+    """A Lock (envkit.lock.file) -> a bundle folder; written beside `out` and renamed into place."""
+    from envkit.lock.file import Lock, LockedConda, LockedPlatform, LockedPypi, current_platform, write_lock
 
     start = time.perf_counter()
     if out.exists() and any(out.iterdir()):
@@ -236,7 +236,7 @@ def resolve_mirror(mirror: str | None) -> Any:
 
 
 def bundle_from_lock(lock_file: Path, out: Path, *, name: str | None = None, mirror: str | None = None) -> Bundle:
-    from envkit.lockfile import read_lock
+    from envkit.lock.file import read_lock
 
     lock = read_lock(lock_file)
     python = _python_of(lock)
@@ -246,7 +246,7 @@ def bundle_from_lock(lock_file: Path, out: Path, *, name: str | None = None, mir
 def bundle_from_env(prefix: Path, out: Path) -> Bundle:
     """An existing env: its exact package set (export --format lock), then its archives."""
     from envkit.export import export_env
-    from envkit.lockfile import parse_lock
+    from envkit.lock.file import parse_lock
 
     exported = export_env(prefix, fmt="lock")
     lock = parse_lock(exported.text, f"the lock of {prefix}")
@@ -258,7 +258,7 @@ def bundle_from_spec(opts: Any, out: Path, on_step: Callable[[str], None] | None
     import yaml
 
     from envkit.create import create_env
-    from envkit.lockfile import Lock, LockedConda, LockedPlatform
+    from envkit.lock.file import Lock, LockedConda, LockedPlatform
 
     (on_step or (lambda _t: None))("solving")
     plan = create_env(replace(opts, dry_run=True))

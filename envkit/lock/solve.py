@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from envkit.errors import EngineError, InputError, UsageError
-from envkit.lockfile import PYPI_SIMPLE, Lock, LockedPlatform, LockedPypi
+from envkit.lock.file import PYPI_SIMPLE, Lock, LockedPlatform, LockedPypi
 from envkit.models import Request, Selection
 from envkit.safeio import load_json
 
