@@ -1,7 +1,7 @@
 """`envkit doctor` and `envkit completion`: click commands registered by envkit/cli.py.
 
 Only click is imported at import time (keeps `envkit --help` instant); the checks live in
-envkit/doctor.py and never print.
+envkit/doctor/__init__.py and never print.
 """
 
 from __future__ import annotations
