@@ -101,7 +101,7 @@ def _catalogue_mode(offline: bool, refresh: bool) -> str:
 
     if offline and refresh:
         raise UsageError("--offline and --refresh contradict each other", "pass one of them")
-    from envkit.engines.catalogue import mode_from
+    from envkit.engines.repodata import mode_from
 
     return mode_from(offline, refresh)
 

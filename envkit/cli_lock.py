@@ -86,7 +86,7 @@ def register(cli: click.Group, epilog: str, selection_options: Callable[..., Any
 
         if offline and refresh:
             raise UsageError("--offline and --refresh contradict each other", "pass one of them")
-        from envkit.engines.catalogue import mode_from
+        from envkit.engines.repodata import mode_from
 
         if name is None and env_file is None and spec is None:
             raise UsageError("nothing to lock", "envkit lock dl_train --platform linux-64 (or --file environment.yml)")

@@ -83,7 +83,7 @@ def pytorch_index_base(config: dict[str, Any] | None = None) -> str | None:
 def obtain_catalogue(flavor: str, choice: CatalogueChoice) -> Any:
     """The live (or cached) catalogue for a flavor, or None with the reason the static data stands in."""
     from envkit.config import load_file_config
-    from envkit.engines.catalogue import obtain
+    from envkit.engines.repodata import obtain
     from envkit.render import mirrors
 
     config = load_file_config().data

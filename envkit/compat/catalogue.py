@@ -1,6 +1,6 @@
 """The live catalogue: what a channel or wheel index really publishes, merged with the static rules.
 
-Pure (data in, data out): envkit/engines/catalogue.py reads repodata and index pages and hands a
+Pure (data in, data out): envkit/engines/repodata.py reads repodata and index pages and hands a
 `Catalogue` here. The static data (data.yaml) still decides what repodata cannot say -- driver floors,
 arch lists per build line, deprecations -- while the catalogue decides what exists: versions,
 CUDA variants, Python builds and which torch a torchvision's `depends` accepts.

@@ -12,7 +12,7 @@ Rules (issue #2), each citing its source:
    pip uses download.pytorch.org/whl/<variant>.
 5. Newest torch that passes all rules unless pinned.
 6. Existence (issue 11): with a catalogue (what the channel or index really publishes, read by
-   envkit/engines/catalogue.py), only (torch, CUDA variant, python) combinations that exist count;
+   envkit/engines/repodata.py), only (torch, CUDA variant, python) combinations that exist count;
    without one, the static data's releases stand in and the reasons say so.
 """
 

@@ -85,7 +85,7 @@ def test_project_and_root_pages_as_json_and_html(index: Path) -> None:
 
 @pytest.mark.parametrize("offer_json", [True, False], ids=["pep691-json", "pep503-html-only"])
 def test_catalogue_reads_the_json_form_and_falls_back_to_html(index: Path, offer_json: bool) -> None:
-    from envkit.engines.catalogue import read_pip
+    from envkit.engines.repodata import read_pip
 
     with ChannelServer(index) as srv:
         srv.state.offer_json = offer_json
@@ -115,7 +115,7 @@ def test_pip_installs_from_the_json_form(index: Path, tmp_path: Path) -> None:
 
 def test_a_broken_json_page_is_an_unread_page_not_a_crash(index: Path) -> None:
     """A mirror whose JSON page is garbage (here: corrupted in flight) loses that page only."""
-    from envkit.engines.catalogue import read_pip
+    from envkit.engines.repodata import read_pip
 
     with ChannelServer(index) as srv:
         srv.state.faults["/whl/cu130/torch/"] = "corrupt"

@@ -9,7 +9,7 @@ import pytest
 from envkit.compat import load
 from envkit.compat.catalogue import Catalogue, Record, cuda_of, merge, python_of, version_matches
 from envkit.compat.select import select
-from envkit.engines.catalogue import parse_project_page, wheel_record
+from envkit.engines.repodata import parse_project_page, wheel_record
 from envkit.models import Driver, Gpu, Machine, Request
 
 H200 = Machine(Driver("580.65.06", "13.0", "nvml"), (Gpu(0, "H200", "9.0"),))
