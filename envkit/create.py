@@ -33,7 +33,7 @@ from envkit.verify.report import VerifyReport
 
 # -- what to install ----------------------------------------------------------------------------
 def _prepare(opts: CreateOptions, timer: Timer) -> tuple[EnvFile, Selection | None, Machine, tuple[str, ...]]:
-    from envkit.stages import render_env
+    from envkit.plan import render_env
 
     if opts.file is not None and opts.no_adapt:
         from envkit.detect import detect
@@ -490,7 +490,7 @@ def install_and_settle(opts: Any, prefix: Path, build: Any, replacing: bool, tim
         timer.phases["download"] = timer.phases.pop("download+link", 0.0)
         report = None
         if not opts.no_verify:
-            from envkit.stages import verify_env
+            from envkit.verify import verify_env
 
             with timer.phase("verify"):
                 report = verify_env(prefix=str(prefix), timeout=opts.verify_timeout, quick=True)

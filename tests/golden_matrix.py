@@ -29,7 +29,7 @@ CASES = [Case(f, g, _mirror(f, g) if m else None)
 
 def render_case(case: Case) -> str:
     from envkit.models import Request
-    from envkit.stages import render_env
+    from envkit.plan import render_env
 
     torch = "2.5" if case.flavor == "pytorch" else None
     request = Request(cuda="auto" if case.gpu else "cpu", torch=torch, flavor=case.flavor)

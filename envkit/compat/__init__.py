@@ -1,4 +1,10 @@
-"""Compatibility data (data.yaml, a source per row) loaded into plain typed objects."""
+"""Compatibility facts: which driver runs which CUDA, which GPU needs which build, which torch exists.
+
+Owns: data.yaml and legacy.yaml (a source per row), loaded into plain typed objects; the pure
+Catalogue model (catalogue); select() (select), which turns a Machine and a Request into a
+Selection with its reasons. Pure: computes, never runs a process or reads the network.
+May import: the ground floor only (not proc).
+"""
 
 from __future__ import annotations
 

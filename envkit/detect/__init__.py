@@ -10,6 +10,8 @@ Order (first answer wins, later sources only fill what is still unknown):
 4. nvidia-smi (driver, CUDA, GPUs with compute_cap).
 No NVIDIA driver is a normal result (driver None), not an error. CUDA_VISIBLE_DEVICES is applied to
 the GPU list: indices or UUIDs; empty or -1 hides every GPU ("hidden", not "no driver").
+
+May import: compat/ and the ground floor.
 """
 
 from __future__ import annotations

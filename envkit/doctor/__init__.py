@@ -6,6 +6,8 @@ check reads files only (conda-meta records, dist-info folders, torch/version.py,
 .envkit/*.json) and returns a Finding: a status, what it found, and the exact command that fixes it.
 torch is never imported (architecture.md); the machine comes from `detect()` with the same
 `--driver-version` / `--compute-capability` plumbing `envkit detect` uses.
+
+May import: plan, detect/, compat/, render/, prefix/, engines/ and the ground floor.
 """
 
 from __future__ import annotations
@@ -394,7 +396,7 @@ def _install_cmd(facts: Facts, copy: TorchCopy, machine: Machine) -> tuple[str |
         except EnvkitError:
             return None, exc.message
     if copy.source == "pip":
-        from envkit.stages import with_pytorch_index
+        from envkit.plan import with_pytorch_index
 
         sel = with_pytorch_index(sel)  # ENVKIT_PYTORCH_INDEX: the mirror, as render and detect use it
         cmd = f"{_py(facts)} -m pip install --force-reinstall --no-deps " + " ".join(sel.pip_specs)
@@ -597,13 +599,12 @@ def check_made_for(facts: Facts, machine: Machine) -> Finding:
     from envkit.compat.select import select
     from envkit.errors import EnvkitError
     from envkit.models import Request
-    from envkit.output import machine_json
 
     if not facts.created:
         return Finding("made-for", SKIP, "not made by envkit (no .envkit/create.json)")
     then = facts.created.get("machine") or {}
     sel = facts.created.get("selection") or {}
-    now_json = machine_json(machine)
+    now_json = machine.to_json()
     if not sel:
         return Finding("made-for", SKIP, "create.json records no selection (made from a file as is, or a lock)")
     try:
@@ -829,9 +830,8 @@ def check_verify(facts: Facts, machine: Machine, now: float) -> Finding:
         stale.append("the env changed after it (" + time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(changed)) + ")")
     if age_d > VERIFY_MAX_AGE_DAYS:
         stale.append(f"older than {VERIFY_MAX_AGE_DAYS} days")
-    from envkit.output import machine_json
 
-    if v.get("machine") and _machine_key(v.get("machine")) != _machine_key(machine_json(machine)):
+    if v.get("machine") and _machine_key(v.get("machine")) != _machine_key(machine.to_json()):
         stale.append(f"it ran on another machine ({_describe_json(v.get('machine'))})")
     if outcome == "SKIPPED":
         return Finding("verify", WARN, f"{head}: no GPU check ran" + (f"; stale: {'; '.join(stale)}" if stale else ""),

@@ -304,7 +304,7 @@ def create_external(opts: Any, envfile: EnvFile, env_text: str, selection: Selec
     register_env(prefix)
     report, restored = settled if settled is not None else (None, False)
     if settled is None and not opts.no_verify:
-        from envkit.stages import verify_env
+        from envkit.verify import verify_env
 
         with timer.phase("verify"):
             report = verify_env(prefix=str(prefix), timeout=opts.verify_timeout, quick=True)

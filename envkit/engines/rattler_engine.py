@@ -346,7 +346,7 @@ class RattlerEngine:
                 if not re.fullmatch(r"(https?|file)://\S+/[\w-]+/[^/\s#]+(\.conda|\.tar\.bz2)(#\S*)?", line):
                     raise InputError(f"{path}:{number}: {redact(line[:80])!r} is not a package URL "
                                      "(an @EXPLICIT file lists one https://.../<subdir>/<package>.conda per line)",
-                                     f"fix or delete that line, or export the file again: envkit export NAME "
+                                     "fix or delete that line, or export the file again: envkit export NAME "
                                      "--format explicit")
                 urls.append(line)
         wanted: dict[tuple[str, str], list[tuple[str, str | None]]] = {}

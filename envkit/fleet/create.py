@@ -65,7 +65,7 @@ def wait_for_go(bundle_dir: Path, stage_base: str | None = None) -> Path:
     import sys
 
     for module in ("envkit.create", "envkit.lock.bundle", "envkit.engines.rattler_engine", "envkit.lock.file",
-                   "envkit.detect.sources", "envkit.output", "rattler", "rich.console", "pynvml", "tarfile"):
+                   "envkit.detect.sources", "envkit.cli.output", "rattler", "rich.console", "pynvml", "tarfile"):
         try:
             importlib.import_module(module)
         except ImportError:  # reported where it is really needed, with its own fix

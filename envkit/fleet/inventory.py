@@ -43,7 +43,7 @@ class Inventory:
 
 
 def machine_from_json(data: dict[str, Any]) -> Machine:
-    """The inverse of output.machine_json (what `envkit detect --json` prints on a node)."""
+    """The inverse of Machine.to_json (what `envkit detect --json` prints on a node)."""
     drv = data.get("driver")
     driver = Driver(str(drv["version"]), drv.get("cuda"), str(drv.get("source") or "?")) if drv else None
     gpus = tuple(Gpu(int(g.get("index", i)), str(g.get("name") or "?"), str(g["compute_capability"]),
@@ -115,13 +115,12 @@ def inventory(launcher: Launcher, request: Request | None = None, *, timeout: fl
 
 
 def inventory_json(inv: Inventory) -> dict[str, Any]:
-    from envkit.output import machine_json
 
     return {
         "launcher": inv.launcher, "seconds": round(inv.seconds, 3),
         "nodes": [{"node": n.node, "partition": n.partition, "ok": n.ok, "error": n.error,
                    "seconds": round(n.seconds, 3),
-                   "machine": machine_json(n.machine) if n.machine else None,
+                   "machine": n.machine.to_json() if n.machine else None,
                    "selection": n.selection, "selection_error": n.selection_error} for n in inv.nodes],
     }
 

@@ -369,7 +369,6 @@ def lock_from_prefix(prefix: Path, platforms: tuple[str, ...], *, mirror: str | 
                      channels: tuple[str, ...] = ()) -> LockResult:
     """`envkit export --format lock --platform ...`: the env's requested specs (its --from-history export,
     CUDA selectors included) solved for each platform at the CUDA level it was created for."""
-    import json
 
     from envkit.export import export_yaml
     from envkit.prefix.locations import META_DIR

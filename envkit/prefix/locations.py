@@ -102,24 +102,3 @@ def list_envs() -> list[Path]:
             if (child / "conda-meta").is_dir() and not child.name.startswith(".") and child not in found:
                 found.append(child)
     return found
-
-
-def next_steps(prefix: Path) -> list[tuple[str, str]]:
-    """(command, what it does) for using the env, each one runnable on this machine as printed."""
-    from envkit.shell.activate import shell_of
-
-    try:
-        ref = prefix.name if find_prefix(prefix.name, None) == prefix else str(prefix)
-    except (EnvNotFoundError, UsageError):
-        ref = str(prefix)
-    quoted = ref if re.match(r"^[A-Za-z0-9._/-]+$", ref) else "'" + ref.replace("'", "'\\''") + "'"
-    fish = shell_of(os.environ) == "fish"
-    activate = f"envkit activate {quoted} | source" if fish else f'eval "$(envkit activate {quoted})"'
-    undo = "envkit deactivate | source" if fish else 'eval "$(envkit deactivate)"'
-    steps = [(f"envkit shell {quoted}", "a shell inside the env; exit returns here"),
-             (activate, f"activate it in this shell; {undo} undoes it")]
-    if conda_root() is not None:
-        target = prefix.name if prefix.parent in conda_envs_dirs() else str(prefix)
-        steps.append((f"conda activate {target}", "conda is installed here too"))
-    steps.append((f"envkit run {quoted} -- python train.py", "one command inside the env"))
-    return steps

@@ -191,3 +191,15 @@ def _build(path: Path, raw: dict[str, Any], where: Any) -> EnvSpec:
         variables=check_variables(raw.get("variables"), where("variables")),
         flavor=flavor, template=template,
     )
+
+
+def list_rows() -> list[dict[str, Any]]:
+    """`envkit list`: every spec available (name, file, description); a broken user spec is listed, not fatal."""
+    rows = []
+    for name, path in sorted(available().items()):
+        try:
+            description = load(str(path)).description
+        except Exception as exc:  # a broken user spec is listed, not fatal
+            description = f"(invalid: {getattr(exc, 'message', exc)})"
+        rows.append({"name": name, "path": str(path), "description": description})
+    return rows

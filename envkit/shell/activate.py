@@ -38,6 +38,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from envkit.errors import EnvNotFoundError, UsageError
+from envkit.prefix.locations import conda_envs_dirs, conda_root, find_prefix
+
 SHELLS = ("bash", "zsh", "sh", "fish")
 UNSET_MARK = "***unset***"  # conda/base/constants.py CONDA_ENV_VARS_UNSET_VAR
 RESERVED = ("PATH",)  # conda/base/constants.py RESERVED_ENV_VARS
@@ -300,7 +303,7 @@ def _fish_quote(value: str) -> str:
 def render(plan: Plan, shell: str) -> str:
     """Shell code that makes the plan's changes in the shell that evaluates it."""
     if shell not in SHELLS:
-        from envkit.errors import UsageError
+
 
         raise UsageError(f"unsupported shell {shell!r}", f"use --shell with one of {', '.join(SHELLS)}")
     lines = _render_fish(plan) if shell == "fish" else _render_posix(plan)
@@ -359,3 +362,22 @@ def deactivate_code(environ: Mapping[str, str], *, shell: str,
                     root_prefix: str | None = None) -> tuple[str, tuple[str, ...]]:
     plan = plan_deactivate(environ, read_env, shell=shell, root_prefix=root_prefix)
     return render(plan, shell), plan.notes
+
+
+def next_steps(prefix: Path) -> list[tuple[str, str]]:
+    """(command, what it does) for using the env, each one runnable on this machine as printed."""
+    try:
+        ref = prefix.name if find_prefix(prefix.name, None) == prefix else str(prefix)
+    except (EnvNotFoundError, UsageError):
+        ref = str(prefix)
+    quoted = ref if re.match(r"^[A-Za-z0-9._/-]+$", ref) else "'" + ref.replace("'", "'\\''") + "'"
+    fish = shell_of(os.environ) == "fish"
+    activate = f"envkit activate {quoted} | source" if fish else f'eval "$(envkit activate {quoted})"'
+    undo = "envkit deactivate | source" if fish else 'eval "$(envkit deactivate)"'
+    steps = [(f"envkit shell {quoted}", "a shell inside the env; exit returns here"),
+             (activate, f"activate it in this shell; {undo} undoes it")]
+    if conda_root() is not None:
+        target = prefix.name if prefix.parent in conda_envs_dirs() else str(prefix)
+        steps.append((f"conda activate {target}", "conda is installed here too"))
+    steps.append((f"envkit run {quoted} -- python train.py", "one command inside the env"))
+    return steps

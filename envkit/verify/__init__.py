@@ -1,1 +1,39 @@
-"""verify: run the bundled AMP smoke test with a target environment's own python."""
+"""verify: run the bundled AMP smoke test with a target environment's own python.
+
+Owns: the payload runner (runner), the report model (report), the in-env payloads (payload/, which
+alone import torch) and verify_env, the one entry point every verb and engine uses.
+May import: detect/, prefix/ and the ground floor.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from envkit.verify.report import VerifyReport
+
+VERIFY_TIMEOUT = 300.0
+
+
+def verify_env(*, name: str | None = None, prefix: str | None = None, python: str | None = None,
+               quick: bool = False, device: int | None = None, all_gpus: bool = False,
+               timeout: float = VERIFY_TIMEOUT, report_file: Path | None = None,
+               save: bool = True) -> VerifyReport:
+    """Run the AMP payload with the env's python; save the report in <prefix>/.envkit/verify.json."""
+    from envkit.detect import detect
+    from envkit.prefix.locations import META_DIR, find_prefix
+    from envkit.verify.runner import python_of, resolve_python, run_payload, save_report
+
+    env_prefix: Path | None = None
+    if python:
+        exe = resolve_python(python)
+    else:
+        env_prefix = find_prefix(name, prefix)
+        exe = str(python_of(env_prefix))
+    machine = detect().to_json()
+    options = {"quick": quick, "device": device, "all_gpus": all_gpus}
+    report = run_payload(exe, options, machine, prefix=env_prefix, timeout=timeout)
+    if env_prefix is not None and save:
+        save_report(report, env_prefix / META_DIR / "verify.json")
+    if report_file is not None:
+        save_report(report, report_file)
+    return report

@@ -71,7 +71,7 @@ def pip(prefix: Path, *args: str) -> None:
 def save_verify(prefix: Path, fixture: str, *, age_s: float = 0.0) -> None:
     """verify.json written by envkit's own report code from a recorded payload, `age_s` in the past."""
     from envkit.detect import detect
-    from envkit.output import machine_json
+    from envkit.cli.output import machine_json
     from envkit.verify.report import build_report
     from envkit.verify.runner import save_report
 

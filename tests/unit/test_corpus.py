@@ -36,7 +36,7 @@ PLATFORM_ONLY = re.compile(r"^(vc|vs2015_runtime|ucrt|m2w64-.*|wincertstore|appn
 
 def _outcome(name: str, machine: str) -> dict[str, Any]:
     from envkit.errors import EnvkitError
-    from envkit.stages import render_env
+    from envkit.plan import render_env
 
     driver, cc = MACHINES[machine]
     try:

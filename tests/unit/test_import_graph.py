@@ -97,3 +97,58 @@ def test_envkit_has_no_import_cycle() -> None:
     cycles = find_cycles(graph)
     assert not cycles, "import cycles (move what both sides share into a lower module):\n" + "\n".join(
         " <-> ".join(group) for group in cycles)
+
+
+def layering_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Every import that runs up a floor, every module no floor covers, every impure import of a pure package."""
+    problems = []
+    for module, targets in sorted(graph.items()):
+        if module == "envkit":
+            continue
+        floor = envkit.floor_of(module)
+        if floor is None:
+            problems.append(f"{module} is on no floor (add it to envkit.LAYERS)")
+            continue
+        for target in sorted(targets):
+            up = envkit.floor_of(target)
+            if up is not None and up > floor:
+                problems.append(f"{module} (floor {floor}) imports {target} (floor {up})")
+            for pure, banned in envkit.PURE.items():
+                if (module == pure or module.startswith(pure + ".")) and any(
+                        target == b or target.startswith(b + ".") for b in banned):
+                    problems.append(f"{module} is pure but imports {target}")
+    return problems
+
+
+def test_layering_checker_finds_an_import_up_a_floor(tmp_path: Path) -> None:
+    pkg = tmp_path / "envkit"
+    (pkg / "prefix").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "prefix" / "__init__.py").write_text("")
+    (pkg / "prefix" / "records.py").write_text("def f():\n    from envkit.create import x\n")
+    (pkg / "create.py").write_text("from envkit.prefix import records\n")
+    (pkg / "render").mkdir()
+    (pkg / "render" / "__init__.py").write_text("from envkit import proc\n")
+    (pkg / "proc.py").write_text("")
+    (pkg / "stray.py").write_text("")
+    found = layering_violations(import_graph(pkg))
+    assert "envkit.prefix.records (floor 1) imports envkit.create (floor 5)" in found
+    assert "envkit.render is pure but imports envkit.proc" in found
+    assert "envkit.stray is on no floor (add it to envkit.LAYERS)" in found
+    assert not any(p.startswith("envkit.create") for p in found)
+
+
+def test_no_import_runs_up_a_floor() -> None:
+    graph = import_graph()
+    assert len(graph) > 40, "the graph was not built"
+    problems = layering_violations(graph)
+    assert not problems, "imports against the layering rule in envkit/__init__.py:\n" + "\n".join(problems)
+
+
+def test_the_top_level_stays_short() -> None:
+    """A newcomer finds a concept's one owner by its folder: at most 14 modules directly under envkit/."""
+    top = sorted(p.name for p in ROOT.glob("*.py") if p.name not in ("__init__.py", "__main__.py"))
+    assert len(top) <= 14, top
+    for package in sorted(p for p in ROOT.iterdir() if (p / "__init__.py").is_file() and p.name != "_data"):
+        doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text(encoding="utf-8")))
+        assert doc and "May import" in doc, f"{package.name}/__init__.py must say what it owns and what it may import"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from envkit.shell.kernel import display_name, kernel_name, kernel_spec, kernels_dir, torch_of
-from envkit.prefix.locations import next_steps
+from envkit.shell.activate import next_steps
 
 
 def make_env(prefix: Path) -> Path:

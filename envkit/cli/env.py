@@ -1,112 +1,21 @@
-"""The thin click layer: parse options, call one stage function, print through output.py.
+"""The env verbs: detect, render, create, verify, export, list, run, remove.
 
-This is the only module that prints or exits. Heavy modules (rattler, NVML, jinja2, rich) are
-imported inside the commands so that `envkit --help` stays instant.
+Each command unpacks its options (cli/options.py) and calls one core function; output.py renders.
 """
 
 from __future__ import annotations
 
-import os
 import sys
-from collections.abc import Callable
-from typing import Any
+from pathlib import Path
 
 import click
 
-from envkit import __version__
-from envkit.cli_checks import _check_cc, _check_cuda, _check_driver, _check_python  # noqa: F401 (also used here)
-from envkit.config import ENV_VARS
-from envkit.errors import EnvkitError, ExitCode
+from envkit.cli.options import (EPILOG, _catalogue_mode, _check_timeout, _from_config, _request,
+                                selection_options)
+from envkit.cli.shell import forget_kernels, with_kernel
+from envkit.errors import ExitCode
 
-EPILOG = "\b\nEnvironment variables:\n" + "\n".join(f"  {k:<22} {v}" for k, v in ENV_VARS.items()) + (
-    "\n\n\b\nPrecedence: command-line flags > ENVKIT_* > CONDA_OVERRIDE_CUDA > detection"
-    "\n\n\b\nExit codes: 0 ok, 1 envkit error, 2 usage error, 3 verify FAILED, 4 verify SKIPPED (no usable GPU), "
-    "5 doctor found problems")
-
-
-def _check_timeout(_ctx: click.Context, _param: click.Parameter, value: float) -> float:
-    import math
-
-    if not math.isfinite(value) or not 1 <= value <= 7 * 24 * 3600:
-        raise click.BadParameter(f"{value!r}: use a number of seconds between 1 and 604800 (a week)")
-    return value
-
-
-def selection_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """The options shared by detect, render and create (what to select, and for which machine)."""
-    options = [
-        click.option("--cuda", callback=_check_cuda, default=None, envvar="ENVKIT_CUDA",
-                     help="auto (detect), cpu, or X.Y: the CUDA level to plan for (default auto)."),
-        click.option("--torch", "torch_spec", default=None, metavar="SPEC",
-                     help="torch version or range, e.g. 2.5 or '>=2.4,<2.7' (default: newest known)."),
-        click.option("--python", "python", callback=_check_python, default=None, metavar="X.Y",
-                     help="Python version of the environment."),
-        click.option("--flavor", type=click.Choice(["conda-forge", "pytorch", "pip"]), default=None,
-                     envvar="ENVKIT_FLAVOR", help="Where torch comes from (default conda-forge)."),
-        click.option("--driver-version", callback=_check_driver, default=None, metavar="VER",
-                     envvar="ENVKIT_DRIVER_VERSION", help="Simulate a driver (replaces the hardware query)."),
-        click.option("--compute-capability", "compute_capability", multiple=True, callback=_check_cc,
-                     metavar="X.Y", envvar="ENVKIT_COMPUTE_CAPABILITY",
-                     help="Simulate a GPU (repeat once per GPU)."),
-        click.option("--no-driver-check", is_flag=True, help="Allow --cuda above what the driver reports."),
-        click.option("--offline", is_flag=True,
-                     help="Select from the cached channel catalogue (else the static data); no network."),
-        click.option("--refresh", is_flag=True, help="Re-read what the channels publish even if the cache is fresh."),
-    ]
-    for option in reversed(options):
-        func = option(func)
-    return func
-
-
-def _from_config(value: Any, key: str) -> Any:
-    """Flag and ENVKIT_* variable were already applied by click; the config file comes next."""
-    if value is not None:
-        return value
-    from envkit.config import load_file_config
-
-    return load_file_config().get(key)
-
-
-def _request(cuda: str | None, torch_spec: str | None, python: str | None, flavor: str | None,
-             no_driver_check: bool, spec_python: str | None = None) -> Any:
-    from envkit.models import Request
-
-    cuda = _from_config(cuda, "cuda")
-    if cuda is not None:
-        from envkit.config import config_path
-        from envkit.errors import UsageError
-
-        try:
-            _check_cuda(None, None, str(cuda))  # type: ignore[arg-type]
-        except click.BadParameter as exc:
-            raise UsageError(f"config file {config_path()}: cuda: {exc.message}", f"fix 'cuda:' in {config_path()}")
-    return Request(cuda=str(cuda) if cuda is not None else "auto", torch=_from_config(torch_spec, "torch"),
-                   python=python or spec_python, flavor=_from_config(flavor, "flavor") or "conda-forge",
-                   no_driver_check=no_driver_check)
-
-
-@click.group(epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
-@click.version_option(__version__, prog_name="envkit")
-@click.option("-v", "--verbose", is_flag=True, help="Log every child process and decision.")
-def cli(verbose: bool) -> None:
-    """envkit: a working GPU training environment in one command, and proof that it works."""
-    if verbose:
-        import logging
-
-        logging.basicConfig(level=logging.DEBUG, format="%(name)s: %(message)s")
-
-
-def _catalogue_mode(offline: bool, refresh: bool) -> str:
-    from envkit.errors import UsageError
-
-    if offline and refresh:
-        raise UsageError("--offline and --refresh contradict each other", "pass one of them")
-    from envkit.engines.repodata import mode_from
-
-    return mode_from(offline, refresh)
-
-
-@cli.command(epilog=EPILOG)
+@click.command(epilog=EPILOG)
 @selection_options
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (stable keys).")
 @click.option("--catalogue", "show_catalogue", is_flag=True,
@@ -116,17 +25,17 @@ def detect(cuda: str | None, torch_spec: str | None, python: str | None, flavor:
            driver_version: str | None, compute_capability: tuple[str, ...], no_driver_check: bool,
            offline: bool, refresh: bool, as_json: bool, show_catalogue: bool, mirror: str | None) -> None:
     """Driver, the CUDA it supports, GPUs, and the PyTorch build envkit would pick, with reasons."""
-    from envkit import output
+    from envkit.cli import output
     from envkit.detect import detect as run_detect
     from envkit.errors import SelectionError
     from envkit.models import DetectResult
-    from envkit.stages import CatalogueChoice, select_for
+    from envkit.plan import CatalogueChoice, select_for
 
     machine = run_detect(driver_version=driver_version, compute_capabilities=compute_capability, cuda=cuda)
     request = _request(cuda, torch_spec, python, flavor, no_driver_check)
     choice = CatalogueChoice(_catalogue_mode(offline, refresh), _from_config(mirror, "mirror"))
     if show_catalogue:
-        from envkit.stages import catalogue_table
+        from envkit.plan import catalogue_table
 
         table = catalogue_table(machine, request, choice, flavors=(flavor,) if flavor else None)
         if as_json:
@@ -148,7 +57,7 @@ def detect(cuda: str | None, torch_spec: str | None, python: str | None, flavor:
         output.print_detect(result)
 
 
-@cli.command(epilog=EPILOG)
+@click.command(epilog=EPILOG)
 @click.argument("name", required=False)
 @click.option("--prefix", default=None, help="Verify the environment at this path.")
 @click.option("--python", "python_exe", default=None, help="Verify this interpreter (no environment needed).")
@@ -163,10 +72,9 @@ def detect(cuda: str | None, torch_spec: str | None, python: str | None, flavor:
 def verify(name: str | None, prefix: str | None, python_exe: str | None, quick: bool, device: int | None,
            all_gpus: bool, timeout: float, as_json: bool, report_file: str | None) -> None:
     """Prove an environment trains with AMP on its GPU: PASS (0), FAIL (3) or SKIPPED (4, no GPU)."""
-    from pathlib import Path
 
-    from envkit import output
-    from envkit.stages import verify_env
+    from envkit.cli import output
+    from envkit.verify import verify_env
 
     report = verify_env(name=name, prefix=prefix, python=python_exe, quick=quick, device=device,
                         all_gpus=all_gpus, timeout=timeout,
@@ -178,7 +86,7 @@ def verify(name: str | None, prefix: str | None, python_exe: str | None, quick: 
     raise SystemExit(int(report.exit_code))
 
 
-@cli.command(epilog=EPILOG)
+@click.command(epilog=EPILOG)
 @click.argument("spec", required=False)
 @click.option("--from", "from_file", type=click.Path(dir_okay=False), default=None,
               help="Adapt an existing environment.yml (a colleague's, or conda env export output) to this machine.")
@@ -195,13 +103,12 @@ def render(spec: str | None, from_file: str | None, spec_path: str | None, outpu
            driver_version: str | None, compute_capability: tuple[str, ...], no_driver_check: bool,
            offline: bool, refresh: bool) -> None:
     """Render environment.yml for a named spec (default dl_train) on this machine, or adapt one (--from)."""
-    from pathlib import Path
 
-    from envkit import output as out
+    from envkit.cli import output as out
     from envkit.errors import UsageError
     from envkit.fsutil import atomic_write_text
     from envkit.secrets import redact
-    from envkit.stages import render_env
+    from envkit.plan import render_env
 
     if from_file and (spec or spec_path):
         raise UsageError("give either a spec or --from FILE, not both", "envkit render dl_train  or  envkit render --from FILE")
@@ -220,7 +127,7 @@ def render(spec: str | None, from_file: str | None, spec_path: str | None, outpu
         sys.stdout.write(result.text)
 
 
-@cli.command(epilog=EPILOG)
+@click.command(epilog=EPILOG)
 @click.argument("name")
 @click.option("--spec", "spec", default=None, help="Named spec or spec file (default: NAME if it is a spec, else dl_train).")
 @click.option("--file", "env_file", type=click.Path(exists=True, dir_okay=False), default=None,
@@ -260,9 +167,8 @@ def create(name: str, spec: str | None, env_file: str | None, no_adapt: bool, lo
            python: str | None, flavor: str | None, driver_version: str | None, compute_capability: tuple[str, ...],
            no_driver_check: bool, offline: bool, refresh: bool, no_kernel: bool = False) -> None:
     """Detect, select, render, solve, install atomically and verify an environment."""
-    from pathlib import Path
 
-    from envkit import output
+    from envkit.cli import output
     from envkit.create import CreateOptions, create_env
     from envkit.errors import ExitCode
     from envkit.render.specs import available
@@ -328,7 +234,7 @@ def create(name: str, spec: str | None, env_file: str | None, no_adapt: bool, lo
                          "trains on a GPU.", err=True)
 
 
-@cli.command(epilog=EPILOG)
+@click.command(epilog=EPILOG)
 @click.argument("name", required=False)
 @click.option("--prefix", default=None, help="Export the environment at this path.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
@@ -352,9 +258,8 @@ def export(name: str | None, prefix: str | None, output: str | None, fmt: str, f
            env_name: str | None, strict: bool, hash_kind: str, lock_version: str, platforms: tuple[str, ...],
            mirror: str | None) -> None:
     """A portable environment.yml (no prefix, no builds, pip kept), explicit list or lock file."""
-    from pathlib import Path
 
-    from envkit import output as out
+    from envkit.cli import output as out
     from envkit.errors import UsageError
     from envkit.export import SIDECAR_SUFFIX, export_env
     from envkit.fsutil import atomic_write_text
@@ -369,7 +274,7 @@ def export(name: str | None, prefix: str | None, output: str | None, fmt: str, f
                          + " ".join(f"--platform {p}" for p in platforms))
     path = find_prefix(name, prefix)
     if platforms:
-        from envkit.cli_lock import write_result
+        from envkit.cli.lock import write_result
         from envkit.lock.solve import lock_from_prefix
 
         write_result(lock_from_prefix(path, platforms, mirror=_from_config(mirror, "mirror")), output,
@@ -397,42 +302,43 @@ def export(name: str | None, prefix: str | None, output: str | None, fmt: str, f
         sys.stdout.write(result.text)
 
 
-@cli.command("list", epilog=EPILOG)
+@click.command("list", epilog=EPILOG)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def list_cmd(as_json: bool) -> None:
     """Environments made by envkit (with their last verify result) and the specs available."""
-    from envkit import output
-    from envkit.stages import list_all
+    from envkit.cli import output
+    from envkit.prefix.inventory import list_envs_rows
+    from envkit.render.specs import list_rows
 
-    data = list_all()
+    data = {"environments": list_envs_rows(), "specs": list_rows()}
     if as_json:
         output.plain(output.dump_json(data))
     else:
         output.print_list(data)
 
 
-@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.argument("name")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 def run(name: str, command: tuple[str, ...]) -> None:
     """Run COMMAND with the environment activated: envkit run NAME -- python train.py"""
-    from envkit.stages import run_in_env
+    from envkit.shell.run import run_in_env
 
     raise SystemExit(run_in_env(name, list(command)))
 
 
-@cli.command()
+@click.command()
 @click.argument("name")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @click.option("--not-envkit", is_flag=True,
               help="Also remove an env envkit cannot prove it made (conda-made, copied, other ENVKIT_HOME).")
 def remove(name: str, yes: bool, not_envkit: bool) -> None:
     """Remove an environment envkit made (README: what remove will and will not touch)."""
-    from envkit import output
+    from envkit.cli import output
     from envkit.errors import UsageError
     from envkit.prefix.locations import find_prefix
     from envkit.prefix.ownership import check_deletable
-    from envkit.stages import remove_env
+    from envkit.prefix.inventory import remove_env
 
     prefix = find_prefix(name, None)
     check_deletable(prefix, allow_foreign=not_envkit)  # refuse before asking
@@ -445,146 +351,4 @@ def remove(name: str, yes: bool, not_envkit: bool) -> None:
     forget_kernels(prefix)  # its Jupyter kernel goes with it (issue 14)
 
 
-# Verbs kept in their own modules, registered here; each module imports only click at import time
-# and keeps heavy imports inside its commands, so `envkit --help` stays instant.
-# -- lock (issue 12) --
-from envkit import cli_lock  # noqa: E402
-
-cli_lock.register(cli, EPILOG, selection_options, _request, _from_config)
-
-
-# -- bundle and fleet (issue 13) --
-from envkit.cli_fleet import bundle as _bundle_cmd, fleet as _fleet_group  # noqa: E402 - click only
-
-cli.add_command(_bundle_cmd)
-cli.add_command(_fleet_group)
-
-
-# -- shell, activate, deactivate, kernel (issue 14) --
-from envkit.cli_shell import (activate_cmd, deactivate_cmd, forget_kernels, kernel_cmd, shell_cmd,  # noqa: E402
-                              with_kernel)
-
-for _command in (shell_cmd, activate_cmd, deactivate_cmd, kernel_cmd):
-    cli.add_command(_command)
-
-
-# -- doctor, completion (issue 15) --
-from envkit.cli_doctor import completion, doctor  # noqa: E402  (registered after `cli` exists)
-
-cli.add_command(doctor)
-cli.add_command(completion)
-
-
-
-def main(argv: list[str] | None = None) -> None:
-    """Console entry point: the one place that turns EnvkitError into a message and an exit code."""
-    code = _run(argv)
-    if "rattler" in sys.modules:
-        # py-rattler 0.28 can crash at interpreter exit after async work (rattler-notes.md §4):
-        # flush and leave without running the finalizers that race its runtime threads.
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-    raise SystemExit(code)
-
-
-def _run(argv: list[str] | None) -> int:
-    """Every command runs behind the redaction boundary; nothing leaves as a traceback."""
-    from envkit import output
-    from envkit.secrets import learn, learn_environment
-
-    learn_environment()
-    for arg in argv if argv is not None else sys.argv[1:]:
-        learn(arg)
-    try:
-        with output.redacting_streams():
-            return _dispatch(argv)
-    finally:
-        from envkit.fsutil import remove_registered
-
-        remove_registered()
-
-
-def _dispatch(argv: list[str] | None) -> int:
-    try:
-        cli.main(args=argv, prog_name="envkit", standalone_mode=False)
-    except EnvkitError as exc:
-        from envkit import output
-
-        output.error(exc.message, exc.hint)
-        return int(exc.exit_code)
-    except click.exceptions.Abort:  # click turns KeyboardInterrupt into Abort
-        click.echo("Interrupted: nothing half-made was left behind.", err=True)
-        return 130
-    except click.ClickException as exc:
-        exc.show()
-        return exc.exit_code
-    except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    except KeyboardInterrupt:
-        click.echo("Interrupted: nothing half-made was left behind.", err=True)
-        return 130
-    except OSError as exc:
-        return _os_failure(exc)
-    except Exception as exc:  # noqa: BLE001 - the last line of defence: one line and a saved report
-        return _crash(exc)
-    return 0
-
-
-def _os_failure(exc: OSError) -> int:
-    """A file-system failure no stage anticipated: what, where, and the fix for that errno."""
-    from envkit import output
-    from envkit.errors import os_error_hint
-
-    where = " ".join(str(f) for f in (exc.filename, exc.filename2) if f)
-    text = f"{exc.strerror or exc}" + (f": {where}" if where else "")
-    hint = os_error_hint(text)
-    if hint is None and where:  # ENOENT, ENOTDIR, EISDIR, ELOOP... on a path the user named or owns
-        hint = f"check that path: ls -ld {exc.filename}"
-    if hint is None:
-        return _crash(exc)
-    output.error(text, hint)
-    return int(ExitCode.ERROR)
-
-
-def _crash(exc: BaseException) -> int:
-    from envkit import output
-
-    path = _save_crash_report(exc)
-    first = (str(exc).strip().splitlines() or [""])[0][:200]
-    where = f"the details are in {path}" if path else "no report could be saved"
-    output.error(f"internal error ({type(exc).__name__}{': ' + first if first else ''})",
-                 f"this is a bug in envkit: {where}; please attach it to an issue (envkit {__version__})")
-    return int(ExitCode.ERROR)
-
-
-def _save_crash_report(exc: BaseException) -> str | None:
-    """The traceback, redacted, in a private file under $ENVKIT_HOME/crash-reports (else the temp dir)."""
-    import tempfile
-    import traceback
-
-    from envkit.secrets import redact
-
-    try:
-        text = redact("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
-        text = f"envkit {__version__}\nargv: {redact(' '.join(sys.argv))}\n\n{text}"
-    except BaseException:  # noqa: BLE001 - e.g. MemoryError while formatting
-        text = f"envkit {__version__}: {type(exc).__name__}\n"
-    candidates: list[str] = []
-    try:
-        from envkit.config import envkit_home
-
-        candidates.append(str(envkit_home() / "crash-reports"))
-    except BaseException:  # noqa: BLE001 - ENVKIT_HOME itself may be what is broken
-        pass
-    candidates.append(tempfile.gettempdir())
-    for directory in candidates:
-        try:
-            os.makedirs(directory, mode=0o700, exist_ok=True)
-            fd, path = tempfile.mkstemp(prefix="envkit-crash-", suffix=".txt", dir=directory)
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
-            return path
-        except OSError:
-            continue
-    return None
+COMMANDS = (detect, verify, render, create, export, list_cmd, run, remove)

@@ -23,7 +23,7 @@ def _root_prefix() -> str | None:
 
 
 def _notes(notes: tuple[str, ...]) -> None:
-    from envkit import output
+    from envkit.cli import output
 
     for note in notes:
         output.plain(f"envkit: note: {note}", err=True)
@@ -42,7 +42,7 @@ def with_kernel(result: Any, name: str, *, skip: bool) -> Any:
 
 def forget_kernels(prefix: Path) -> None:
     """`envkit remove`: the env's Jupyter kernelspecs go with it (only those envkit wrote)."""
-    from envkit import output
+    from envkit.cli import output
     from envkit.shell.kernel import unregister
 
     for folder in unregister(prefix):
@@ -100,7 +100,7 @@ def shell_cmd(name: str | None, prefix: str | None, shell: str | None) -> None:
 @click.option("--remove", is_flag=True, help="Unregister the env's kernel instead.")
 def kernel_cmd(name: str | None, prefix: str | None, remove: bool) -> None:
     """Register NAME as a Jupyter kernel (user level), or --remove it."""
-    from envkit import output
+    from envkit.cli import output
     from envkit.errors import EnvkitError
     from envkit.shell.kernel import has_ipykernel, kernels_dir, register, unregister
     from envkit.prefix.locations import find_prefix

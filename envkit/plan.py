@@ -12,38 +12,8 @@ from typing import Any
 
 from envkit.models import Machine, Request, Selection
 from envkit.render.envfile import EnvFile
-from envkit.verify.report import VerifyReport
 
 DEFAULT_REQUEST = Request()
-
-VERIFY_TIMEOUT = 300.0
-
-
-def verify_env(*, name: str | None = None, prefix: str | None = None, python: str | None = None,
-               quick: bool = False, device: int | None = None, all_gpus: bool = False,
-               timeout: float = VERIFY_TIMEOUT, report_file: Path | None = None,
-               save: bool = True) -> VerifyReport:
-    """Run the AMP payload with the env's python; save the report in <prefix>/.envkit/verify.json."""
-    from envkit import output
-    from envkit.detect import detect
-    from envkit.prefix.locations import META_DIR, find_prefix
-    from envkit.verify.runner import python_of, resolve_python, run_payload, save_report
-
-    env_prefix: Path | None = None
-    if python:
-        exe = resolve_python(python)
-    else:
-        env_prefix = find_prefix(name, prefix)
-        exe = str(python_of(env_prefix))
-    machine = output.machine_json(detect())
-    options = {"quick": quick, "device": device, "all_gpus": all_gpus}
-    report = run_payload(exe, options, machine, prefix=env_prefix, timeout=timeout)
-    if env_prefix is not None and save:
-        save_report(report, env_prefix / META_DIR / "verify.json")
-    if report_file is not None:
-        save_report(report, report_file)
-    return report
-
 
 @dataclass(frozen=True)
 class Rendered:
@@ -99,11 +69,10 @@ def obtain_catalogue(flavor: str, choice: CatalogueChoice) -> Any:
 def catalogue_table(machine: Machine, request: Request, choice: CatalogueChoice,
                     flavors: tuple[str, ...] | None = None) -> dict[str, Any]:
     """`envkit detect --catalogue`: per flavor, what its catalogue offers and whether it fits this machine."""
-    from envkit import output
     from envkit.compat.select import offers
     from envkit.models import FLAVORS
 
-    result: dict[str, Any] = {"machine": output.machine_json(machine), "flavors": []}
+    result: dict[str, Any] = {"machine": machine.to_json(), "flavors": []}
     for flavor in flavors or FLAVORS:
         obtained = obtain_catalogue(flavor, choice)
         rows = offers(machine, replace(request, flavor=flavor), obtained.catalogue)
@@ -281,146 +250,3 @@ def render_env(*, spec: str | None = None, from_file: Path | None = None, name: 
     selection = with_pytorch_index(selection, index_base)
     envfile = build_envfile(env_spec, selection, machine, name=check_name(name or env_spec.name), mirror=profile)
     return Rendered(envfile.render(), envfile, selection, machine, (), env_spec.name)
-
-
-ACTIVATE = ('for f in "$CONDA_PREFIX"/etc/conda/activate.d/*.sh; do [ -f "$f" ] && . "$f"; done; '
-            'exec "$@"')
-
-
-def activated_env(prefix: Path) -> dict[str, str]:
-    """What `conda activate` sets that matters to a program: PATH, CONDA_PREFIX, env vars from conda-meta/state."""
-    import os
-
-    from envkit import proc
-
-    env = proc.child_env(isolate_python=True)
-    env["PATH"] = f"{prefix / 'bin'}{os.pathsep}{env.get('PATH', '')}"
-    env["CONDA_PREFIX"] = str(prefix)
-    env["CONDA_DEFAULT_ENV"] = prefix.name
-    from envkit.safeio import conda_state_vars
-
-    env.update(conda_state_vars(prefix))
-    return env
-
-
-def run_in_env(name: str, command: list[str]) -> int:
-    from envkit import proc
-    from envkit.errors import EnvkitError
-    from envkit.prefix.locations import find_prefix
-
-    prefix = find_prefix(name if "/" not in name else None, name if "/" in name else None)
-    if command and command[0] == "--":
-        command = command[1:]
-    if not command:
-        raise EnvkitError("no command given", f"envkit run {name} -- python -c 'import torch'")
-    try:
-        code = proc.run_interactive(["bash", "-c", ACTIVATE, "envkit-run", *command], env=activated_env(prefix))
-    except FileNotFoundError as exc:
-        raise EnvkitError(f"cannot run {command[0]}: {exc}", "is bash installed?") from exc
-    return 128 - code if code < 0 else code  # killed by signal N: 128+N, as a shell reports it
-
-
-def remove_env(prefix: Path, *, not_envkit: bool = False) -> Path:
-    """Delete an env envkit can prove it made (envkit/prefix/ownership.py); others only with `not_envkit`.
-
-    Under the target's lock, so it never races a create of the same name; the name is freed at once
-    by a rename to a locked trash name, and an interrupted deletion is finished by the next sweep."""
-    from envkit.errors import EnvkitError
-    from envkit.prefix.ownership import check_deletable, forget
-    from envkit.prefix.staging import target_lock, trash
-
-    with target_lock(prefix):
-        check_deletable(prefix, allow_foreign=not_envkit, verb="remove")
-        real = Path(os.path.realpath(prefix))
-        forget(real)
-        from envkit.prefix.condarc import unregister_env
-
-        for seen in {prefix, real}:
-            unregister_env(seen)  # conda's environments.txt forgets it too (issue 12)
-        problem = trash(real)
-    if problem:
-        raise EnvkitError(f"{prefix} was removed from its name, but {problem}", None)
-    return real
-
-
-def _meta_json(path: Path) -> tuple[dict[str, Any], str | None]:
-    """One env's metadata file: ({}, None) when absent, ({}, why) when unreadable; never raises."""
-    from envkit.errors import EnvkitError
-    from envkit.safeio import load_json_object
-
-    if not path.exists() and not path.is_symlink():
-        return {}, None
-    try:
-        return load_json_object(path, "metadata file", limit=4 * 1024 * 1024), None
-    except EnvkitError as exc:
-        return {}, exc.message
-
-
-def _text(value: Any) -> str | None:
-    return None if value is None else str(value)[:200]
-
-
-def _origin(prefix: Path, meta: Path) -> tuple[str, str, str]:
-    """(origin, why, the remove command) by the same proof `remove` uses (envkit.prefix.ownership):
-    "envkit" (proven), "copied" (an envkit marker that does not prove this path: a copy, a moved env,
-    another ENVKIT_HOME), "older envkit" (create.json but no marker) or "not envkit"."""
-    from envkit.prefix.ownership import FOREIGN_FLAG, OWNER_FILE, ownership
-
-    owner = ownership(prefix)
-    ref = _shell_word(prefix.name if _resolves_to(prefix) else str(prefix))
-    if owner.owned:
-        return "envkit", owner.reason, f"envkit remove {ref}"
-    remove = f"envkit remove {ref} --yes {FOREIGN_FLAG}"
-    if (prefix / OWNER_FILE).exists() or (prefix / OWNER_FILE).is_symlink():
-        return "copied", owner.reason, remove
-    if (meta / "create.json").exists():
-        return "older envkit", owner.reason, remove
-    return "not envkit", owner.reason, remove
-
-
-def _resolves_to(prefix: Path) -> bool:
-    from envkit.errors import EnvkitError
-    from envkit.prefix.locations import find_prefix
-
-    try:
-        return find_prefix(prefix.name, None) == prefix
-    except EnvkitError:
-        return False
-
-
-def _shell_word(text: str) -> str:
-    import re
-
-    return text if re.match(r"^[A-Za-z0-9._/+-]+$", text) else "'" + text.replace("'", "'\\''") + "'"
-
-
-def list_all() -> dict[str, Any]:
-    from envkit.prefix.locations import META_DIR, list_envs
-    from envkit.render import specs
-
-    envs = []
-    for prefix in list_envs():
-        meta = prefix / META_DIR
-        created, problem = _meta_json(meta / "create.json")
-        verify, verify_problem = _meta_json(meta / "verify.json")
-        selection = created.get("selection")
-        sel: dict[str, Any] = selection if isinstance(selection, dict) else {}
-        origin, why, remove = _origin(prefix, meta)
-        row = {
-            "name": prefix.name, "prefix": str(prefix), "by_envkit": origin == "envkit",
-            "origin": origin, "ownership": why, "remove": remove,
-            "torch": _text(sel.get("torch")), "cuda": _text(sel.get("cuda")), "flavor": _text(sel.get("flavor")),
-            "created": _text(created.get("created")),
-            "verify": _text(verify.get("outcome")), "verified": _text(verify.get("time")),
-        }
-        if problem or verify_problem:
-            row["unreadable"] = problem or verify_problem
-        envs.append(row)
-    spec_rows = []
-    for name, path in sorted(specs.available().items()):
-        try:
-            description = specs.load(str(path)).description
-        except Exception as exc:  # a broken user spec is listed, not fatal
-            description = f"(invalid: {getattr(exc, 'message', exc)})"
-        spec_rows.append({"name": name, "path": str(path), "description": description})
-    return {"environments": envs, "specs": spec_rows}

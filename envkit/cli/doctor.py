@@ -1,4 +1,4 @@
-"""`envkit doctor` and `envkit completion`: click commands registered by envkit/cli.py.
+"""`envkit doctor` and `envkit completion`: click commands registered by envkit/cli/__init__.py.
 
 Only click is imported at import time (keeps `envkit --help` instant); the checks live in
 envkit/doctor/__init__.py and never print.
@@ -10,11 +10,10 @@ from typing import Any
 
 import click
 
+from envkit.cli.options import cc_option, driver_option
+
 SHELLS = ("bash", "zsh", "fish")
 COMPLETE_VAR = "_ENVKIT_COMPLETE"  # click's convention: _<PROG>_COMPLETE=<shell>_source
-
-
-from envkit.cli_checks import _check_cc, _check_driver  # noqa: E402
 
 
 def _env_names(_ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[Any]:
@@ -30,7 +29,7 @@ _MARK = {"ok": "[green]ok[/]", "warn": "[yellow]warn[/]", "problem": "[bold red]
 
 
 def _print(reports: list[Any]) -> None:
-    from envkit import output
+    from envkit.cli import output
 
     con = output.console()
     for report in reports:
@@ -48,14 +47,12 @@ def _print(reports: list[Any]) -> None:
 @click.option("--prefix", default=None, help="Check the environment at this path.")
 @click.option("--all", "all_envs", is_flag=True, help="Check every environment envkit and conda know about.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (stable keys).")
-@click.option("--driver-version", callback=_check_driver, default=None, metavar="VER",
-              help="Simulate a driver (replaces the hardware query).")
-@click.option("--compute-capability", "compute_capability", multiple=True, callback=_check_cc, metavar="X.Y",
-              help="Simulate a GPU (repeat once per GPU).")
+@driver_option()
+@cc_option()
 def doctor(name: str | None, prefix: str | None, all_envs: bool, as_json: bool, driver_version: str | None,
            compute_capability: tuple[str, ...]) -> None:
     """Static health checks of an environment (default: the active one): 0 healthy, 5 problems found."""
-    from envkit import output
+    from envkit.cli import output
     from envkit.doctor import doctor as run_doctor
     from envkit.errors import ExitCode
 

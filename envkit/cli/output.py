@@ -186,7 +186,7 @@ def print_plan(result: Any) -> None:
 
 
 def print_created(result: Any) -> None:
-    from envkit.prefix.locations import next_steps
+    from envkit.shell.activate import next_steps
 
     print_changes(result)
     con = console()

@@ -11,6 +11,9 @@ from typing import Any
 
 import click
 
+from envkit.cli.options import (_request, apply, cc_option, cuda_option, driver_option, flavor_option, python_option,
+                                torch_option, what_options)
+
 FLEET_EPILOG = ("\b\nNodes run envkit as ENVKIT_FLEET_ENVKIT (a command line) or, by default, this very "
                 "interpreter\n(python -m envkit), which works where envkit sits on a filesystem the nodes share.\n"
                 "\b\nExit codes: 0 ok, 1 envkit error (or a node failed), 2 usage error, 3 verify FAILED on a "
@@ -54,37 +57,19 @@ def _launcher(launcher: str, partition: str | None, count: int | None, nodelist:
                          SrunOptions(partition, account, time_limit, gpus_per_node, srun_args))
 
 
-def _request(cuda: str | None, torch_spec: str | None, python: str | None, flavor: str | None,
-             no_driver_check: bool = False) -> Any:
-    """Flag > ENVKIT_* (click) > config file > default, as cli._request does (not imported: no cycle)."""
-    from envkit.config import load_file_config
-    from envkit.models import Request
-
-    config = load_file_config()
-    cuda = cuda or config.get("cuda")
-    return Request(cuda=str(cuda) if cuda else "auto", torch=torch_spec or config.get("torch"), python=python,
-                   flavor=flavor or config.get("flavor") or "conda-forge", no_driver_check=no_driver_check)
-
-
 def build_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """What to build, and for which machine (the subset of create's options a solve needs)."""
-    options = [
+    return apply(
+        func,
         click.option("--spec", "spec", default=None, help="Named spec or spec file (default: NAME if it is a spec, "
                      "else dl_train)."),
         click.option("--file", "env_file", type=click.Path(exists=True, dir_okay=False), default=None,
                      help="Build from this environment.yml (adapted to the fleet unless --no-adapt)."),
         click.option("--no-adapt", is_flag=True, help="Take --file literally (no CUDA replacement)."),
-        click.option("--cuda", default=None, envvar="ENVKIT_CUDA", help="auto, cpu or X.Y."),
-        click.option("--torch", "torch_spec", default=None, metavar="SPEC", help="torch version or range."),
-        click.option("--python", "python", default=None, metavar="X.Y", help="Python version of the env."),
-        click.option("--flavor", type=click.Choice(["conda-forge", "pytorch", "pip"]), default=None,
-                     envvar="ENVKIT_FLAVOR"),
+        cuda_option(), torch_option(), python_option(), flavor_option(),
         click.option("--mirror", default=None, envvar="ENVKIT_MIRROR", help="Mirror profile or URL."),
         click.option("--channel", "channels", multiple=True, metavar="URL", help="Use these channels (repeatable)."),
-    ]
-    for option in reversed(options):
-        func = option(func)
-    return func
+    )
 
 
 def _create_options(name: str, spec: str | None, request: Any, flavor_given: bool, mirror: str | None,
@@ -112,10 +97,8 @@ def _create_options(name: str, spec: str | None, request: Any, flavor_given: boo
               help="Bundle exactly this lock file (envkit lock / export --format lock / pixi.lock).")
 @click.option("-o", "--output", "out", type=click.Path(file_okay=False), required=True,
               help="The bundle folder to write (must not exist or be empty).")
-@click.option("--driver-version", default=None, metavar="VER", envvar="ENVKIT_DRIVER_VERSION",
-              help="Solve for a machine with this driver (e.g. the cluster's oldest).")
-@click.option("--compute-capability", "compute_capability", multiple=True, metavar="X.Y",
-              help="Solve for these GPUs (repeat).")
+@driver_option("Solve for a machine with this driver (e.g. the cluster's oldest).")
+@cc_option("Solve for these GPUs (repeat).")
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest summary as JSON.")
 @build_options
 def bundle(name: str | None, lock_file: str | None, out: str, driver_version: str | None,
@@ -129,7 +112,7 @@ def bundle(name: str | None, lock_file: str | None, out: str, driver_version: st
     """
     from pathlib import Path
 
-    from envkit import output
+    from envkit.cli import output
     from envkit.lock.bundle import bundle_from_env, bundle_from_lock, bundle_from_spec
     from envkit.errors import UsageError
     from envkit.prefix.locations import default_prefix
@@ -162,10 +145,7 @@ def fleet() -> None:
 
 @fleet.command("detect", epilog=FLEET_EPILOG)
 @fleet_options
-@click.option("--cuda", default=None, help="auto, cpu or X.Y (as envkit detect).")
-@click.option("--torch", "torch_spec", default=None, metavar="SPEC", help="torch version or range.")
-@click.option("--python", default=None, metavar="X.Y", help="Python version of the environment.")
-@click.option("--flavor", type=click.Choice(["conda-forge", "pytorch", "pip"]), default=None)
+@what_options
 @click.option("--per-partition", is_flag=True, help="One build per partition instead of one for all nodes.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def detect_cmd(launcher: str, partition: str | None, count: int | None, nodelist: str | None,
@@ -173,7 +153,7 @@ def detect_cmd(launcher: str, partition: str | None, count: int | None, nodelist
                srun_args: tuple[str, ...], timeout: float | None, cuda: str | None, torch_spec: str | None,
                python: str | None, flavor: str | None, per_partition: bool, as_json: bool) -> None:
     """Driver, CUDA, GPUs and best build of every node, and the one build the whole fleet can run."""
-    from envkit import output
+    from envkit.cli import output
     from envkit.errors import ExitCode
     from envkit.fleet.inventory import DETECT_TIMEOUT, inventory, inventory_json
     from envkit.fleet.select import select_fleet, select_per_partition
@@ -215,7 +195,7 @@ def verify_cmd(name: str | None, prefix: str | None, python_exe: str | None, all
     """Verify an env on every node: one table node x check, slowest and failing nodes highlighted."""
     from pathlib import Path
 
-    from envkit import output
+    from envkit.cli import output
     from envkit.fleet.verify import VERIFY_TIMEOUT, Target, fleet_verify
     from envkit.fsutil import atomic_write_text
 
@@ -266,7 +246,7 @@ def create_cmd(name: str, bundle_dir: str | None, bundle_out: str | None, prefix
     import time
     from pathlib import Path
 
-    from envkit import output
+    from envkit.cli import output
     from envkit.lock.bundle import bundle_from_spec
     from envkit.errors import ExitCode, UsageError
     from envkit.fleet.create import CREATE_TIMEOUT, fleet_create, fleet_create_per_partition
@@ -340,7 +320,7 @@ class LiveNodes:
         if not self.quiet:
             from rich.live import Live
 
-            from envkit.output import console
+            from envkit.cli.output import console
 
             self.live = Live(get_renderable=self.render, console=console(stderr=True), refresh_per_second=4,
                              transient=False)
@@ -375,7 +355,7 @@ class LiveNodes:
 
         from rich.table import Table
 
-        from envkit.output import esc
+        from envkit.cli.output import esc
 
         table = Table(show_edge=False, title=None)
         for col in ("node", "state", "s", "error"):
@@ -411,7 +391,7 @@ def _own_build(sel: dict[str, Any] | None, error: str | None) -> str:
 def print_inventory(inv: Any) -> None:
     from rich.table import Table
 
-    from envkit.output import console, esc
+    from envkit.cli.output import console, esc
 
     con = console()
     table = Table(show_edge=False)
@@ -432,7 +412,7 @@ def print_inventory(inv: Any) -> None:
 
 
 def print_fleet_selection(fl: Any) -> None:
-    from envkit.output import console, esc
+    from envkit.cli.output import console, esc
 
     con = console()
     where = f" (partition {fl.partition})" if fl.partition else ""
@@ -461,7 +441,7 @@ _STYLE = {"PASS": "green", "FAIL": "bold red", "SKIPPED": "dim", "WARN": "yellow
 def print_fleet_verify(result: Any) -> None:
     from rich.table import Table
 
-    from envkit.output import console, esc
+    from envkit.cli.output import console, esc
 
     con = console()
     present = [c for c in _CHECK_COLUMNS if any(c[0] in n.checks for n in result.nodes)]
@@ -498,7 +478,7 @@ def print_fleet_verify(result: Any) -> None:
 def print_fleet_create(result: Any) -> None:
     from rich.table import Table
 
-    from envkit.output import console, esc
+    from envkit.cli.output import console, esc
 
     con = console()
     table = Table(show_edge=False)

@@ -1,0 +1,156 @@
+"""Every option more than one verb takes, its validator, and the ONE flags -> Request builder.
+
+Precedence in one place: command-line flag > ENVKIT_* (click's envvar) > config file > default.
+A bad value is a usage error (exit 2) raised by click before any work, on every verb alike
+(tests/unit/cli/test_options.py walks every verb x bad value). Imports only click at import time.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from envkit.config import ENV_VARS
+
+if TYPE_CHECKING:
+    from envkit.models import Request
+
+_CUDA_RE = re.compile(r"^\d{1,2}\.\d{1,2}\Z")
+_DRIVER_RE = re.compile(r"^\d{3,4}(\.\d{1,3}){1,2}\Z")
+_CC_RE = re.compile(r"^\d{1,2}\.\d\Z")
+_PY_RE = re.compile(r"^3\.\d{1,2}t?\Z")
+
+def _check_cuda(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    if value is None or value in ("auto", "cpu") or _CUDA_RE.match(value):
+        return value
+    raise click.BadParameter(f"{value!r}: use auto, cpu or a CUDA version like 12.4 or 13.0")
+
+
+def _check_driver(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    if value is None or _DRIVER_RE.match(value):
+        return value
+    raise click.BadParameter(f"{value!r}: use an NVIDIA driver version like 550.54.15 or 580.65.06")
+
+
+def _check_cc(_ctx: click.Context, _param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
+    for item in value:
+        if not _CC_RE.match(item) or not (3 <= int(item.split(".")[0]) <= 15):
+            raise click.BadParameter(f"{item!r}: use a compute capability like 8.6, 9.0 or 12.0 (one per GPU)")
+    return value
+
+
+def _check_python(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    if value is None or _PY_RE.match(value):
+        return value
+    raise click.BadParameter(f"{value!r}: use a Python version like 3.11 or 3.12")
+
+
+EPILOG = "\b\nEnvironment variables:\n" + "\n".join(f"  {k:<22} {v}" for k, v in ENV_VARS.items()) + (
+    "\n\n\b\nPrecedence: command-line flags > ENVKIT_* > CONDA_OVERRIDE_CUDA > detection"
+    "\n\n\b\nExit codes: 0 ok, 1 envkit error, 2 usage error, 3 verify FAILED, 4 verify SKIPPED (no usable GPU), "
+    "5 doctor found problems")
+
+
+def _check_timeout(_ctx: click.Context, _param: click.Parameter, value: float) -> float:
+    import math
+
+    if not math.isfinite(value) or not 1 <= value <= 7 * 24 * 3600:
+        raise click.BadParameter(f"{value!r}: use a number of seconds between 1 and 604800 (a week)")
+    return value
+
+
+CUDA_HELP = "auto (detect), cpu, or X.Y: the CUDA level to plan for (default auto)."
+FLAVORS = ("conda-forge", "pytorch", "pip")
+
+
+def cuda_option(help: str = CUDA_HELP) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    return click.option("--cuda", callback=_check_cuda, default=None, envvar="ENVKIT_CUDA", help=help)
+
+
+def torch_option() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    return click.option("--torch", "torch_spec", default=None, metavar="SPEC",
+                        help="torch version or range, e.g. 2.5 or '>=2.4,<2.7' (default: newest known).")
+
+
+def python_option() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    return click.option("--python", "python", callback=_check_python, default=None, metavar="X.Y",
+                        help="Python version of the environment.")
+
+
+def flavor_option() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    return click.option("--flavor", type=click.Choice(FLAVORS), default=None, envvar="ENVKIT_FLAVOR",
+                        help="Where torch comes from (default conda-forge).")
+
+
+def driver_option(help: str = "Simulate a driver (replaces the hardware query).",
+                  ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    return click.option("--driver-version", callback=_check_driver, default=None, metavar="VER",
+                        envvar="ENVKIT_DRIVER_VERSION", help=help)
+
+
+def cc_option(help: str = "Simulate a GPU (repeat once per GPU).") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    return click.option("--compute-capability", "compute_capability", multiple=True, callback=_check_cc,
+                        metavar="X.Y", envvar="ENVKIT_COMPUTE_CAPABILITY", help=help)
+
+
+def apply(func: Callable[..., Any], *options: Callable[[Callable[..., Any]], Callable[..., Any]]) -> Callable[..., Any]:
+    """Decorate with the options in the order they appear in --help."""
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def what_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """What to build: --cuda, --torch, --python, --flavor (every verb that selects a build)."""
+    return apply(func, cuda_option(), torch_option(), python_option(), flavor_option())
+
+
+def selection_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """The options shared by detect, render, create and lock (what to select, and for which machine)."""
+    return apply(func, cuda_option(), torch_option(), python_option(), flavor_option(), driver_option(), cc_option(),
+                 click.option("--no-driver-check", is_flag=True, help="Allow --cuda above what the driver reports."),
+                 click.option("--offline", is_flag=True,
+                              help="Select from the cached channel catalogue (else the static data); no network."),
+                 click.option("--refresh", is_flag=True,
+                              help="Re-read what the channels publish even if the cache is fresh."))
+
+
+def _from_config(value: Any, key: str) -> Any:
+    """Flag and ENVKIT_* variable were already applied by click; the config file comes next."""
+    if value is not None:
+        return value
+    from envkit.config import load_file_config
+
+    return load_file_config().get(key)
+
+
+def _request(cuda: str | None, torch_spec: str | None, python: str | None, flavor: str | None,
+             no_driver_check: bool = False, spec_python: str | None = None) -> Request:
+    """The ONE flags -> Request: flag > ENVKIT_* (already applied by click) > config file > default."""
+    from envkit.models import Request
+
+    cuda = _from_config(cuda, "cuda")
+    if cuda is not None:
+        from envkit.config import config_path
+        from envkit.errors import UsageError
+
+        try:
+            _check_cuda(None, None, str(cuda))  # type: ignore[arg-type]
+        except click.BadParameter as exc:
+            raise UsageError(f"config file {config_path()}: cuda: {exc.message}", f"fix 'cuda:' in {config_path()}")
+    return Request(cuda=str(cuda) if cuda is not None else "auto", torch=_from_config(torch_spec, "torch"),
+                   python=python or spec_python, flavor=_from_config(flavor, "flavor") or "conda-forge",
+                   no_driver_check=no_driver_check)
+
+
+def _catalogue_mode(offline: bool, refresh: bool) -> str:
+    from envkit.errors import UsageError
+
+    if offline and refresh:
+        raise UsageError("--offline and --refresh contradict each other", "pass one of them")
+    from envkit.engines.repodata import mode_from
+
+    return mode_from(offline, refresh)
