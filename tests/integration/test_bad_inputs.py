@@ -424,12 +424,12 @@ def test_hostile_files_in_real_processes(work: Path, tmp_path: Path) -> None:
 def test_the_crash_boundary_prints_one_line_and_saves_a_redacted_report(
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """An exception no stage anticipated: one line, a report path, exit 1, the secret in neither."""
-    import envkit.plan
+    import envkit.prefix.inventory
 
-    def boom() -> dict[str, object]:
+    def boom() -> list[dict[str, object]]:
         raise RuntimeError("unexpected at https://user:PW-SECRET@host/t/TK-SECRET/x")
 
-    monkeypatch.setattr(envkit.plan, "list_all", boom)
+    monkeypatch.setattr(envkit.prefix.inventory, "list_envs_rows", boom)
     code, out, err = run_cli(capsys, "list")
     assert code == 1 and "Traceback" not in out + err
     assert "PW-SECRET" not in err and "TK-SECRET" not in err
