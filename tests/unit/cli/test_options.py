@@ -1,0 +1,98 @@
+"""Every verb that takes a selection option gets it from envkit/cli/options.py: the same bad value is
+the same usage error (exit 2) on every verb, raised while click parses, before any work starts."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import click
+import pytest
+
+from envkit.cli import cli
+
+BAD = {
+    "--cuda": ["12", "12.x", "cuda12", "13.0.1"],
+    "--python": ["3", "python3.11", "3.x"],
+    "--driver-version": ["abc", "550", "550.54.15;id"],
+    "--compute-capability": ["9", "9.0.1", "sm_90", "99.0"],
+}
+# the verbs each option must reach (a verb that loses the option fails here, not silently)
+EXPECTED = {
+    "--cuda": {"detect", "render", "create", "lock", "bundle", "fleet detect", "fleet create"},
+    "--python": {"detect", "render", "create", "lock", "bundle", "fleet detect", "fleet create"},
+    "--driver-version": {"detect", "render", "create", "lock", "bundle", "doctor"},
+    "--compute-capability": {"detect", "render", "create", "lock", "bundle", "doctor"},
+}
+
+
+def walk(command: click.Command, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], click.Command]]:
+    if isinstance(command, click.Group):
+        for name, sub in sorted(command.commands.items()):
+            yield from walk(sub, (*path, name))
+    else:
+        yield path, command
+
+
+def takes(command: click.Command, flag: str) -> bool:
+    # `verify --python` and `fleet verify --python` name an interpreter, not a version
+    return any(isinstance(p, click.Option) and flag in p.opts and p.name != "python_exe" for p in command.params)
+
+
+def required_args(command: click.Command, tmp_path: Path) -> list[str]:
+    """Valid values for what the verb requires, so that only the bad option can fail."""
+    args: list[str] = []
+    for param in command.params:
+        if not param.required:
+            continue
+        value = "dl_train"
+        if isinstance(param.type, click.Choice):
+            value = str(param.type.choices[0])
+        elif isinstance(param, click.Option) and isinstance(param.type, click.Path):
+            value = str(tmp_path / "out")
+        args += [param.opts[0], value] if isinstance(param, click.Option) else [value]
+    return args
+
+
+CASES = [(" ".join(path), flag, bad) for path, command in walk(cli) for flag in BAD if takes(command, flag)
+         for bad in BAD[flag]]
+
+
+def test_every_expected_verb_takes_its_options() -> None:
+    found: dict[str, set[str]] = {flag: set() for flag in BAD}
+    for verb, flag, _bad in CASES:
+        found[flag].add(verb)
+    for flag, verbs in EXPECTED.items():
+        assert verbs <= found[flag], f"{flag} is missing from {sorted(verbs - found[flag])}"
+
+
+@pytest.mark.parametrize(("verb", "flag", "bad"), CASES)
+def test_a_bad_value_is_a_usage_error_before_any_work(verb: str, flag: str, bad: str, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    from envkit.cli import _run
+
+    commands = dict((" ".join(path), command) for path, command in walk(cli))
+    command = commands[verb]
+    started: list[str] = []
+    monkeypatch.setattr(command, "callback", lambda **_kw: started.append(verb))
+    capsys.readouterr()
+    code = _run([*verb.split(), *required_args(command, tmp_path), flag, bad])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert f"Invalid value for '{flag}'" in err and repr(bad) in err
+    assert not started, f"{verb} started work with {flag} {bad!r}"
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("verb", sorted({v for v, f, _ in CASES if f == "--cuda"}))
+def test_a_good_value_reaches_the_command(verb: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """The check above is not vacuous: with a valid --cuda the same argv gets past parsing."""
+    from envkit.cli import _run
+
+    command = dict((" ".join(path), command) for path, command in walk(cli))[verb]
+    started: list[str] = []
+    monkeypatch.setattr(command, "callback", lambda **_kw: started.append(verb))
+    code = _run([*verb.split(), *required_args(command, tmp_path), "--cuda", "12.4"])
+    assert code == 0 and started == [verb], capsys.readouterr().err
