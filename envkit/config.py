@@ -11,6 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from envkit.errors import EnvkitError, UsageError
+from envkit.safeio import load_yaml
+from envkit.secrets import learn
+
 # Environment variables envkit reads; listed in `envkit --help` and the README.
 ENV_VARS: dict[str, str] = {
     "ENVKIT_HOME": "where envkit keeps environments when no conda is installed (default: ~/.local/share/envkit)",
@@ -50,13 +54,9 @@ def user_spec_dir() -> Path:
 def _folder(var: str, value: str | None, default: Path) -> Path:
     """A folder setting: a path that exists but is not a folder is a clear error, not a crash later."""
     if value is not None and ("\0" in value or "\n" in value):
-        from envkit.errors import UsageError
-
         raise UsageError(f"{var} contains a newline or NUL byte", f"set {var} to a plain folder path, or unset it")
     path = Path(value) if value else default
     if path.exists() and not path.is_dir():
-        from envkit.errors import UsageError
-
         where = f"{var}={path}" if value else f"{path} (the default for {var})"
         raise UsageError(f"{where} is a file, not a folder", f"point {var} at a folder (or move {path} away)")
     return path
@@ -92,8 +92,6 @@ _CHOICES = {"flavor": ("conda-forge", "pytorch", "pip"), "engine": ("rattler", "
 
 def _validate(path: Path, data: dict[str, Any]) -> dict[str, Any]:
     """Wrong types become one clear error naming the file and key (numbers are fine where text is meant)."""
-    from envkit.errors import EnvkitError, UsageError
-
     def bad(key: str, want: str) -> EnvkitError:
         return UsageError(f"config file {path}: {key}: must be {want}, not {type(data[key]).__name__} "
                            f"{str(data[key])[:60]!r}", f"fix '{key}:' in {path}")
@@ -132,8 +130,6 @@ def _validate(path: Path, data: dict[str, Any]) -> dict[str, Any]:
 
 def _learn_secrets(value: Any) -> None:
     """Credentials anywhere in the config file are redacted from every message from now on."""
-    from envkit.secrets import learn
-
     if isinstance(value, str):
         if "@" in value or "/t/" in value or "=" in value:
             learn(value)
@@ -147,9 +143,6 @@ def _learn_secrets(value: Any) -> None:
 
 def load_file_config(path: Path | None = None) -> FileConfig:
     """Read the YAML config file (bounded, UTF-8, typed); a broken file is an error that names it."""
-    from envkit.errors import EnvkitError
-    from envkit.safeio import load_yaml
-
     path = path or config_path()
     if not path.exists() and not path.is_symlink():
         return FileConfig({})

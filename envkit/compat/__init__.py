@@ -15,6 +15,8 @@ from typing import Any
 
 from packaging.version import Version
 
+from envkit.safeio import load_packaged_yaml
+
 DATA_FILE = Path(__file__).with_name("data.yaml")
 
 CC = tuple[int, int]
@@ -130,8 +132,6 @@ def driver_version(text: str) -> Version:
 
 @functools.lru_cache(maxsize=1)
 def load() -> CompatData:
-    from envkit.safeio import load_packaged_yaml
-
     raw: dict[str, Any] = load_packaged_yaml(DATA_FILE, "compatibility table")
     sources = raw["sources"]
     lists = {

@@ -28,6 +28,7 @@ from packaging.version import InvalidVersion, Version
 from envkit.compat import CC, ArchList, driver_version, parse_cc, sm
 from envkit.errors import SelectionError
 from envkit.models import Machine, Request, Selection
+from envkit.safeio import load_packaged_yaml
 
 DATA_FILE = Path(__file__).with_name("legacy.yaml")
 FIRST_MAIN = Version("1.13")  # data.yaml starts here
@@ -93,8 +94,6 @@ class LegacyData:
 
 @functools.lru_cache(maxsize=1)
 def load() -> LegacyData:
-    from envkit.safeio import load_packaged_yaml
-
     raw: dict[str, Any] = load_packaged_yaml(DATA_FILE, "legacy compatibility table")
     lists = {name: ArchList.parse(name, row["archs"], row["src"], row.get("status") != "unverified")
              for name, row in raw["arch_lists"].items()}

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from envkit.compat import CC, Build, CompatData, Release, driver_version, load, parse_cc, sm
+from envkit.compat import CC, Build, CompatData, Release, driver_version, legacy, load, parse_cc, sm
 from envkit.compat.catalogue import Catalogue, existing_versions, merge
 from envkit.errors import SelectionError, UsageError
 from envkit.models import FLAVORS, Machine, Request, Selection
@@ -278,7 +278,6 @@ def _select(machine: Machine, request: Request, data: CompatData, *, explain: bo
     cands = _candidates(data, flavor, catalogue, pin)
     releases = [r for r in cands.releases if _matches(r, spec, request.torch)]
     # -- torch older than this data (issue 10): the cudatoolkit-era rows and rules live in legacy.py --
-    from envkit.compat import legacy
     if not releases and legacy.handles(request.torch):
         return legacy.select(machine, request)
     if not releases and not (catalogue is not None and catalogue.flavor == flavor):

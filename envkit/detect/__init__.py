@@ -22,6 +22,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from envkit.compat import load
+from envkit.detect import sources
+from envkit.errors import UsageError
 from envkit.models import Driver, Gpu, Machine
 
 
@@ -43,8 +46,6 @@ def detect(*, driver_version: str | None = None, compute_capabilities: Sequence[
                 "(command-line flags win over the environment)",))
         return machine
 
-    from envkit.detect import sources
-
     found = sources._Partial()
     for source in (sources.from_nvml, sources.from_driver_files, sources.from_nvidia_smi):
         part = source(root)
@@ -56,8 +57,6 @@ def detect(*, driver_version: str | None = None, compute_capabilities: Sequence[
         if found.driver is not None and found.gpus is not None:
             break
     if found.driver is not None and found.driver.cuda is None:
-        from envkit.compat import load
-
         derived = load().cuda_for_driver(found.driver.version)
         found.driver = replace(found.driver, cuda=derived)
         if derived:
@@ -85,8 +84,6 @@ def _cuda_override(cuda: str | None, env: Mapping[str, str]) -> str | None:
     value = value.strip()
     # conda reads it as the __cuda version (conda docs, "Managing virtual packages"): X.Y, or empty
     if value and not re.fullmatch(r"\d{1,2}(\.\d{1,2}){0,2}", value):
-        from envkit.errors import UsageError
-
         raise UsageError(f"CONDA_OVERRIDE_CUDA={value[:40]!r} is not a CUDA version",
                          "set it to the CUDA version to plan for (e.g. CONDA_OVERRIDE_CUDA=12.4), to an empty "
                          "string for no CUDA, or unset it")
@@ -94,8 +91,6 @@ def _cuda_override(cuda: str | None, env: Mapping[str, str]) -> str | None:
 
 
 def _simulated(driver_version: str | None, ccs: Sequence[str], override: str | None) -> Machine:
-    from envkit.compat import load
-
     driver = None
     if driver_version is not None:
         driver = Driver(driver_version, load().cuda_for_driver(driver_version), "simulated")

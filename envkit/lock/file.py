@@ -38,7 +38,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from envkit.errors import EnvkitError
+from envkit.errors import EnvkitError, InputError
+from envkit.safeio import dump_yaml, loads_yaml, read_text
 
 SUPPORTED_VERSIONS = (6, 7)
 DEFAULT_VERSION = 6
@@ -199,9 +200,6 @@ def _int(value: Any) -> int | None:
 
 def parse_lock(text: str, source: str = "", base: Path | None = None) -> Lock:
     """rattler-lock v6/v7 text -> Lock (`source` names the file in errors; `base` resolves relative paths)."""
-    from envkit.errors import InputError
-    from envkit.safeio import loads_yaml
-
     where = source or "the lock file"
     try:
         data = loads_yaml(text, where, "lock file")  # bounded (no YAML bomb), one line naming file:line
@@ -291,8 +289,6 @@ def _conda(url: str, meta: Mapping[str, Any]) -> LockedConda:
 
 def read_lock(path: Path) -> Lock:
     """Read a rattler-lock v6 or v7 file (pixi.lock, envkit.lock)."""
-    from envkit.safeio import read_text
-
     return parse_lock(read_text(path, "lock file"), str(path), path.parent)  # regular, bounded, UTF-8
 
 
@@ -339,8 +335,6 @@ def _pypi_entry(pkg: LockedPypi) -> dict[str, Any]:
 
 def render_lock(lock: Lock, version: int = DEFAULT_VERSION) -> str:
     """Lock -> rattler-lock text (v6: what conda-lockfiles 0.2 and pixi read; v7: py-rattler 0.28's)."""
-    from envkit.safeio import dump_yaml
-
     if version not in SUPPORTED_VERSIONS:
         raise LockError(f"cannot write rattler-lock version {version}",
                         f"use --lock-version {' or '.join(map(str, SUPPORTED_VERSIONS))}")
