@@ -16,11 +16,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from envkit.errors import RenderError
+from envkit.compat import legacy
+from envkit.compat.select import pip_local
+from envkit.errors import InputError, RenderError, UsageError
 from envkit.models import Machine, Request, Selection
+from envkit.prefix.locations import check_name
 from envkit.render.envfile import (CondaSpec, EnvFile, PipLine, check_channel, check_variables, load_yaml_file,
                                    parse_conda_spec, parse_pip_line)
 from envkit.render.mirrors import Mirror, apply_channels, canonical_channel
+from envkit.safeio import read_bytes
 
 # Packages whose only job is to pick a CUDA (or CPU) variant of torch: the selection writes its own.
 CUDA_SPECIFIC = {"pytorch-cuda", "cudatoolkit", "cuda-version", "cpuonly", "pytorch-mutex"}
@@ -165,8 +169,6 @@ def flavor_order(parsed: Parsed, torch: str | None) -> tuple[str, ...]:
     conda-forge (maintained) then the legacy pytorch channel (ends with 2.5: pytorch#138506), except
     that a 1.x pin from a -c pytorch/cudatoolkit file looks on that channel first (cudatoolkit era).
     Only the channel changes between these; the torch version never does."""
-    from envkit.compat import legacy
-
     if parsed.torch_from_pip:
         return ("pip",)
     if legacy.handles(torch) and parsed.uses_pytorch_channel:
@@ -188,10 +190,6 @@ def request_from(parsed: Parsed, request: Request, flavor_given: bool) -> Reques
 
 def choose_name(parsed: Parsed, cli_name: str | None, source: str) -> tuple[str, list[str]]:
     """--name, else the file's name when conda could use it, else the file's stem (said so)."""
-    from envkit.prefix.locations import check_name
-
-    from envkit.errors import UsageError
-
     if cli_name:
         return check_name(cli_name), []
     stem = re.sub(r"[^A-Za-z0-9_.\-]", "-", Path(source).stem).strip(".-") or "env"
@@ -253,9 +251,6 @@ def kept_pairs(sel: Selection, file_versions: dict[str, str]) -> Selection:
 
 def torch_lines(sel: Selection, wanted: set[str]) -> tuple[list[str], list[str], list[str]]:
     """(conda specs, pip lines, notes): the selection's torch plus the torch-family packages the file had."""
-    from envkit.compat import legacy
-    from envkit.compat.select import pip_local
-
     notes: list[str] = []
     conda = [s for s in sel.specs if not s.startswith("python=")]
     pip = list(sel.pip_specs)
@@ -522,9 +517,6 @@ def _nested_files(lines: tuple[PipLine, ...], folder: Path) -> list[tuple[PipLin
         if line.option not in ("-r", "-c"):
             continue
         path = Path(_resolve(line.arg, folder).removeprefix("file:"))
-        from envkit.errors import InputError
-        from envkit.safeio import read_bytes
-
         try:  # bounded: a FIFO or device named by -r must not hang the render
             out.append((line, path, read_bytes(path, "requirements file", 1 << 20).decode("utf-8", "replace")))
         except InputError:
