@@ -1,4 +1,5 @@
-"""`envkit create`: detect -> select -> render -> solve -> plan guard -> install atomically -> verify.
+"""`envkit create`: what plan.py decided (a spec or file for this machine, or a lock's exact package set)
+-> solve -> plan guard -> install atomically -> settle -> verify. Nothing here decides what to install.
 
 Atomicity (rattler has no rollback, rattler-notes §4): under the per-target lock the env is built in
 a locked staging folder next to its final place with `alternative_target_prefix=final`, the pip
