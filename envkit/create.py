@@ -1,4 +1,5 @@
-"""`envkit create`: detect -> select -> render -> solve -> plan guard -> install atomically -> verify.
+"""`envkit create`: what plan.py decided (a spec or file for this machine, or a lock's exact package set)
+-> solve -> plan guard -> install atomically -> settle -> verify. Nothing here decides what to install.
 
 Atomicity (rattler has no rollback, rattler-notes §4): under the per-target lock the env is built in
 a locked staging folder next to its final place with `alternative_target_prefix=final`, the pip
@@ -9,86 +10,47 @@ after the new one has passed verify; a FAIL puts it back. What may be replaced: 
 
 from __future__ import annotations
 
+import errno
 import json
 import re
+import shutil
 import signal
-from collections.abc import Iterator, Sequence
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from envkit import proc
-from envkit.prefix.condarc import drop_cache_tag, register_env
-from envkit.engines.base import (ENGINES, CreateOptions, CreateResult, Timer,  # noqa: F401 (API)
+from envkit.config import cache_dir, load_file_config
+from envkit.detect import detect
+from envkit.engines.base import (ENGINES, CreateOptions, CreateResult, PlannedPackage, Timer,  # noqa: F401 (API)
                                  cuda_override_for, pip_guard, plan_guard, update_meta_phases, write_history,
                                  write_meta, write_state)
+from envkit.engines.pip import pip_index_env
 from envkit.errors import EngineError, EnvExistsError, EnvkitError, UsageError
-from envkit.prefix.locations import META_DIR, check_name, default_prefix
+from envkit.export import PIP_PROVENANCE
+from envkit.lock.file import Lock, LockedPlatform
 from envkit.models import Machine, Selection
+from envkit.plan import prepare, recreate_envfile, recreate_source
+from envkit.prefix.condarc import drop_cache_tag, register_env
+from envkit.prefix.locations import META_DIR, check_name, default_prefix
+from envkit.prefix.ownership import check_deletable, forget, mark_owned, new_owner_id
+from envkit.prefix.staging import (BUILDING, Held, building_in_place, check_target, discard, quiet_signals, restore,
+                                   set_aside, staging_folder, swap_in, sweep, target_lock, trash, update)
+from envkit.render import mirrors
 from envkit.render.envfile import EnvFile
-from envkit.secrets import redact
+from envkit.render.mirrors import strip_credentials
+from envkit.safeio import read_text
+from envkit.secrets import VAULT, bearer_from_env, redact, redact_file
+from envkit.verify import verify_env
 from envkit.verify.report import VerifyReport
 
-
-# -- what to install ----------------------------------------------------------------------------
-def _prepare(opts: CreateOptions, timer: Timer) -> tuple[EnvFile, Selection | None, Machine, tuple[str, ...]]:
-    from envkit.plan import render_env
-
-    if opts.file is not None and opts.no_adapt:
-        from envkit.detect import detect
-
-        with timer.phase("detect"):
-            machine = detect(driver_version=opts.driver_version, compute_capabilities=opts.compute_capabilities,
-                             cuda=opts.request.cuda)
-        with timer.phase("render"):
-            envfile = envfile_as_is(opts.file, opts.name)
-        return envfile, None, machine, ()
-    with timer.phase("render"):
-        rendered = render_env(spec=opts.spec if opts.file is None else None, from_file=opts.file, name=opts.name,
-                              request=opts.request, flavor_given=opts.flavor_given,
-                              mirror=opts.mirror, driver_version=opts.driver_version,
-                              compute_capabilities=opts.compute_capabilities, catalogue_mode=opts.catalogue,
-                              channels=opts.channels)
-    if opts.file is not None and rendered.selection is not None:
-        _keep_pinned_gpu_build(opts, rendered.selection)
-    return rendered.envfile, rendered.selection, rendered.machine, rendered.changes
-
-
-def _keep_pinned_gpu_build(opts: CreateOptions, selection: Selection) -> None:
-    """A file that pins a CUDA build (`pytorch=2.13.0=*cuda*`, as `envkit export` writes) must not turn
-    into a CPU env because this machine has no GPU (CI, Docker, login node): that is the silent CPU
-    build the selector exists to prevent (issue 12). Only an explicit --cuda cpu asks for that."""
-    if selection.is_gpu or opts.request.cuda == "cpu" or opts.file is None:
-        return
-    from envkit.render.adapt import parse_file
-    from envkit.render.envfile import parse_conda_spec
-
-    pinned = [d for d in parse_file(opts.file).conda
-              if "cuda" in parse_conda_spec(d).build.lower() and parse_conda_spec(d).name in (
-                  "pytorch", "torchvision", "torchaudio", "pytorch-gpu")]
-    if pinned:
-        raise EngineError(
-            f"{opts.file.name} pins a CUDA build ({', '.join(pinned)}), but this machine's selection is a CPU build "
-            f"({selection.reasons[0] if selection.reasons else 'no usable GPU'}); nothing was installed",
-            "plan for the target GPU with --cuda X.Y (or --driver-version/--compute-capability), take the file "
-            "as is with --no-adapt (and CONDA_OVERRIDE_CUDA=X.Y on a GPU-less host), or pass --cuda cpu if a "
-            "CPU build is really wanted")
-
-
-def envfile_as_is(path: Path, name: str) -> EnvFile:
-    """--file with --no-adapt: the user's file, validated, taken literally (prefix: ignored)."""
-    from envkit.render.adapt import parse_file
-    from envkit.render.envfile import check_channel, check_pip_line, parse_conda_spec
-
-    parsed = parse_file(path)
-    channels = tuple(check_channel(c, f"{path}: channels") for c in parsed.channels)
-    if not channels:
-        raise UsageError(f"{path} lists no channels (conda 26 has no implicit defaults)",
-                         "add a channels: list, pass --channel URL, or drop --no-adapt")
-    deps = tuple(parse_conda_spec(d, f"{path}: dependencies").render() for d in parsed.conda)
-    pip = tuple(check_pip_line(p, f"{path}: pip") for p in parsed.pip)
-    return EnvFile(name, channels, deps, pip, parsed.variables, (f"taken as is from {path.name} (--no-adapt)",))
+if TYPE_CHECKING:  # rattler_engine is imported where it runs: importing it registers rattler's exit pause
+    from envkit.engines.rattler_engine import EngineSettings, Progress, RattlerEngine
 
 
 # -- staging and sweeping: envkit/prefix/staging.py; what may be replaced: envkit/prefix/ownership.py --------------
@@ -99,10 +61,10 @@ def _term_as_interrupt() -> Iterator[None]:
     A handler of our own (not Python's default) also keeps asyncio.run from swallowing SIGINT
     while it waits on rattler's future: the wakeup fd breaks the wait and the handler raises.
     """
-    def handler(_signum: int, _frame: Any) -> None:
+    def handler(_signum: int, _frame: FrameType | None) -> None:
         raise KeyboardInterrupt
 
-    previous: dict[signal.Signals, Any] = {}
+    previous: dict[signal.Signals, Any] = {}  # signal.signal's handlers: callables, SIG_DFL, SIG_IGN, None
     try:
         for sig in (signal.SIGINT, signal.SIGTERM):
             previous[sig] = signal.signal(sig, handler)
@@ -146,41 +108,10 @@ def _fix_editables(staging: Path, final: Path) -> None:
 
 
 # -- pip ----------------------------------------------------------------------------------------
-def pip_index_env(lines: Sequence[str]) -> tuple[list[str], dict[str, str]]:
-    """Index lines whose server needs credentials move out of the file into pip's environment
-    (PIP_INDEX_URL / PIP_EXTRA_INDEX_URL): the secret never touches a file, argv or a log."""
-    from envkit.secrets import VAULT
-
-    kept: list[str] = []
-    index: str | None = None
-    extra: list[str] = []
-    for line in lines:
-        match = re.match(r"^(--index-url|-i|--extra-index-url)[ =](\S+)$", line.strip())
-        if match:
-            url = match.group(2)
-            clean = VAULT.split(url) if ("@" in url or "/t/" in url) else url  # credentials in the file itself
-            secret_url = VAULT.with_credentials(clean)
-            if secret_url != clean:
-                if match.group(1) == "--extra-index-url":
-                    extra.append(secret_url)
-                else:
-                    index = secret_url
-                continue
-        kept.append(line)
-    env: dict[str, str] = {}
-    if index:
-        env["PIP_INDEX_URL"] = index
-    if extra:
-        env["PIP_EXTRA_INDEX_URL"] = " ".join(extra)
-    return kept, env
-
-
-def _run_pip(prefix: Path, lines: Sequence[str], selection: Selection | None, on_line: Any) -> tuple[str, ...]:
+def _run_pip(prefix: Path, lines: Sequence[str], selection: Selection | None,
+             on_line: Callable[[str], None] | None) -> tuple[str, ...]:
     """The env keeps a redacted record of the pip section; pip reads the real one from a private
     folder (0700, outside the env, removed afterwards), so a credential never lands in the env."""
-    import shutil
-    import tempfile
-
     reqs = prefix / META_DIR / "requirements.txt"
     reqs.parent.mkdir(parents=True, exist_ok=True)
     file_lines, secret_env = pip_index_env(lines)
@@ -189,8 +120,6 @@ def _run_pip(prefix: Path, lines: Sequence[str], selection: Selection | None, on
     try:
         (private / "requirements.txt").write_text("\n".join(file_lines) + "\n", encoding="utf-8")
         installed = _pip_install(prefix, private, secret_env, selection, on_line)
-        from envkit.secrets import redact_file
-
         for record in prefix.glob("lib/python*/site-packages/*.dist-info/direct_url.json"):
             redact_file(record)  # PEP 610 keeps the URL a wheel came from: /t/<token>/ paths included
         return installed
@@ -199,7 +128,7 @@ def _run_pip(prefix: Path, lines: Sequence[str], selection: Selection | None, on
 
 
 def _pip_install(prefix: Path, private: Path, secret_env: dict[str, str], selection: Selection | None,
-                 on_line: Any) -> tuple[str, ...]:
+                 on_line: Callable[[str], None] | None) -> tuple[str, ...]:
     python = prefix / "bin" / "python"
     env = proc.child_env(secret_env, isolate_python=True, drop=("PIP_REQUIRE_VIRTUALENV",))
     base = [str(python), "-m", "pip", "install", "--no-input", "--disable-pip-version-check", "-r",
@@ -232,12 +161,9 @@ def _pip_install(prefix: Path, private: Path, secret_env: dict[str, str], select
     return tuple(f"{n}=={v}" for n, v in pairs)
 
 
-def _keep_pip_provenance(prefix: Path, planned: Sequence[Any]) -> None:
+def _keep_pip_provenance(prefix: Path, planned: Sequence[dict[str, Any]]) -> None:
     """Where each wheel came from (URL without credentials, sha256): `envkit export --format lock` writes
     real PyPI entries from it. pip's own report is not kept (its URLs may carry an index's credentials)."""
-    from envkit.export import PIP_PROVENANCE
-    from envkit.render.mirrors import strip_credentials
-
     rows = []
     for item in planned:
         info = item.get("download_info") or {}
@@ -249,90 +175,29 @@ def _keep_pip_provenance(prefix: Path, planned: Sequence[Any]) -> None:
 
 
 # -- the whole flow -----------------------------------------------------------------------------
-def is_explicit(path: Path) -> bool:
-    from envkit.safeio import read_text
+@dataclass(frozen=True)
+class Job:
+    """What create_env decided to install, and where: the one argument the engine run takes besides options."""
 
-    return any(line.strip() == "@EXPLICIT" for line in read_text(path, "environment file").splitlines())
-
-
-def _recreate_source(opts: CreateOptions) -> tuple[Path, str] | None:
-    """--lock FILE or --file EXPLICIT.txt: the exact package set, installed without solving."""
-    if opts.lock is not None:
-        return opts.lock, "lock"
-    if opts.file is not None and is_explicit(opts.file):
-        return opts.file, "explicit"
-    return None
-
-
-def _channels_of(path: Path, kind: str) -> tuple[str, ...]:
-    """Channel base URLs named in an explicit list or a lock file (for mirrors and credentials)."""
-    from envkit.safeio import read_text
-
-    text = read_text(path, f"{kind} file")
-    urls = re.findall(r"((?:https?|file)://\S+?)/(?:linux-64|noarch|linux-aarch64|osx-64|osx-arm64|win-64)/", text)
-    return tuple(dict.fromkeys(urls))
+    envfile: EnvFile
+    env_text: str  # the file (or lock / explicit list) as kept in the env, redacted
+    selection: Selection | None
+    machine: Machine
+    changes: tuple[str, ...]
+    recreate: tuple[Path, str] | None  # (source, "lock" | "explicit"): the exact package set, no solve
+    prefix: Path
+    locked: tuple[Lock, LockedPlatform] | None = None  # a lock's (Lock, platform entry), read once
 
 
-def _recreate_envfile(name: str, source: Path, kind: str) -> tuple[EnvFile, Any]:
-    """What an explicit file (+ its sidecar) or a lock holds besides conda packages: pip, variables."""
-    if kind == "lock":
-        from envkit.lock.file import current_platform, pip_lines, read_lock
-
-        from envkit.render.envfile import check_pip_line, check_variables
-
-        lock = read_lock(source)
-        entry = lock.platform(current_platform())
-        channels = lock.channels or tuple(dict.fromkeys(c.channel_url for c in entry.conda))
-        # a lock is input like any file: its PyPI entries and variables pass the same checks as a pip section
-        pip = tuple(check_pip_line(line, f"{source}: pypi") for line in pip_lines(lock, entry))
-        variables = check_variables(dict(lock.variables), f"{source}: variables")
-        return EnvFile(name, channels, (), pip, variables, ()), (lock, entry)
-    from envkit.export import read_sidecar
-
-    pip, variables = read_sidecar(source)
-    return EnvFile(name, _channels_of(source, kind), (), pip, variables, ()), None
-
-
-def create_env(opts: CreateOptions, progress: Any = None, on_line: Any = None) -> CreateResult:
+def create_env(opts: CreateOptions, progress: Progress | None = None,
+               on_line: Callable[[str], None] | None = None) -> CreateResult:
     check_name(opts.name)
     if opts.engine not in ENGINES:
         raise UsageError(f"unknown engine {opts.engine!r}", f"use one of {', '.join(ENGINES)}")
     timer = Timer()
-    external = opts.engine != "rattler"
-    recreate = _recreate_source(opts)
-    locked: Any = None  # a lock's (Lock, platform entry), read once
-    if recreate is not None:
-        from envkit.detect import detect
-
-        if external:
-            raise UsageError("--lock and explicit files are installed by the embedded engine",
-                             "drop --engine, or give conda the file yourself: conda create -p PREFIX --file FILE")
-        with timer.phase("detect"):
-            machine = detect(driver_version=opts.driver_version, compute_capabilities=opts.compute_capabilities,
-                             cuda=opts.request.cuda)
-        source, kind = recreate
-        envfile, locked = _recreate_envfile(opts.name, source, kind)
-        selection = None
-        changes: tuple[str, ...] = tuple(f"not in the lock, not installed: {u}" for u in locked[1].unlocked
-                                         ) if locked is not None else ()  # said, never silently dropped
-        from envkit.safeio import read_text
-
-        env_text = redact(read_text(source, f"{kind} file"))
-    else:
-        # the file (kept in the env) carries mirror URLs so a plain `conda env create` works behind the
-        # mirror; the embedded engine solves against canonical channels and applies the mirror per request
-        envfile, selection, machine, changes = _prepare(opts, timer)
-        env_text = redact(envfile.render())
-    if opts.require_gpu and (selection is None or not selection.is_gpu) and not opts.dry_run:
-        raise EngineError("no GPU build was selected and --require-gpu was given: " +
-                          (selection.reasons[0] if selection else "the file was taken as is"),
-                          "run on a GPU machine, or plan for one with --cuda X.Y")
-    prefix = (opts.prefix.expanduser().absolute() if opts.prefix else default_prefix(opts.name))
+    job = _plan_job(opts, timer)
     if opts.dry_run:
-        return _engine_run(opts, envfile, env_text, selection, machine, changes, recreate, prefix, timer, [],
-                           False, progress, on_line, locked)
-    from envkit.prefix.staging import check_target, sweep, target_lock
-
+        return _engine_run(opts, job, timer=timer, notes=[], replacing=False, progress=progress, on_line=on_line)
     waited: list[str] = []
 
     def on_wait(message: str) -> None:
@@ -341,19 +206,48 @@ def create_env(opts: CreateOptions, progress: Any = None, on_line: Any = None) -
             on_line(message)
 
     try:
-        with target_lock(prefix, on_wait=on_wait):
-            notes = [*waited, *sweep(prefix.parent, held_name=prefix.name)]
-            replacing = check_target(prefix, opts.force, opts.not_envkit)
-            return _engine_run(opts, envfile, env_text, selection, machine, changes, recreate, prefix, timer,
-                               notes, replacing, progress, on_line, locked)
+        with target_lock(job.prefix, on_wait=on_wait):
+            notes = [*waited, *sweep(job.prefix.parent, held_name=job.prefix.name)]
+            replacing = check_target(job.prefix, opts.force, opts.not_envkit)
+            return _engine_run(opts, job, timer=timer, notes=notes, replacing=replacing, progress=progress,
+                               on_line=on_line)
     except OSError as exc:
-        raise filesystem_error(exc, prefix) from exc
+        raise filesystem_error(exc, job.prefix) from exc
+
+
+def _plan_job(opts: CreateOptions, timer: Timer) -> Job:
+    """What to install (plan.py decides: a lock or explicit file as it is, else a spec or file for this
+    machine), checked against --require-gpu, and the prefix it goes to."""
+    recreate = recreate_source(opts)
+    locked: tuple[Lock, LockedPlatform] | None = None
+    if recreate is not None:
+        if opts.engine != "rattler":
+            raise UsageError("--lock and explicit files are installed by the embedded engine",
+                             "drop --engine, or give conda the file yourself: conda create -p PREFIX --file FILE")
+        with timer.phase("detect"):
+            machine = detect(driver_version=opts.driver_version, compute_capabilities=opts.compute_capabilities,
+                             cuda=opts.request.cuda)
+        source, kind = recreate
+        envfile, locked = recreate_envfile(opts.name, source, kind)
+        selection = None
+        changes: tuple[str, ...] = tuple(f"not in the lock, not installed: {u}" for u in locked[1].unlocked
+                                         ) if locked is not None else ()  # said, never silently dropped
+        env_text = redact(read_text(source, f"{kind} file"))
+    else:
+        # the file (kept in the env) carries mirror URLs so a plain `conda env create` works behind the
+        # mirror; the embedded engine solves against canonical channels and applies the mirror per request
+        envfile, selection, machine, changes = prepare(opts, timer)
+        env_text = redact(envfile.render())
+    if opts.require_gpu and (selection is None or not selection.is_gpu) and not opts.dry_run:
+        raise EngineError("no GPU build was selected and --require-gpu was given: " +
+                          (selection.reasons[0] if selection else "the file was taken as is"),
+                          "run on a GPU machine, or plan for one with --cuda X.Y")
+    prefix = (opts.prefix.expanduser().absolute() if opts.prefix else default_prefix(opts.name))
+    return Job(envfile, env_text, selection, machine, changes, recreate, prefix, locked)
 
 
 def filesystem_error(exc: OSError, prefix: Path) -> EnvkitError:
     """An OS error while building next to `prefix`, after the staging folder was cleaned up."""
-    import errno
-
     where = exc.filename or prefix.parent
     what = f"cannot create {prefix}: {exc.strerror or exc} ({where})"
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
@@ -365,34 +259,58 @@ def filesystem_error(exc: OSError, prefix: Path) -> EnvkitError:
     return EnvkitError(what, f"check {prefix.parent}, then run the same command again")
 
 
-def _engine_run(opts: CreateOptions, envfile: EnvFile, env_text: str, selection: Selection | None,
-                machine: Machine, changes: tuple[str, ...], recreate: tuple[Path, str] | None, prefix: Path,
-                timer: Timer, notes: list[str], replacing: bool, progress: Any, on_line: Any,
-                locked: Any = None) -> CreateResult:
-    """Solve and install with the chosen engine; under the target lock unless this is a dry run.
-    `locked`: the (Lock, platform entry) create_env already read from a lock (None: an explicit file)."""
-    from envkit.config import cache_dir, load_file_config
-    from envkit.render import mirrors
-
+def _engine_run(opts: CreateOptions, job: Job, *, timer: Timer, notes: list[str], replacing: bool,
+                progress: Progress | None, on_line: Callable[[str], None] | None) -> CreateResult:
+    """Solve and install with the chosen engine; under the target lock unless this is a dry run."""
     if opts.engine != "rattler":
-        from envkit.engines.conda_cli import create_external
+        return _external_run(opts, job, timer=timer, notes=notes, replacing=replacing, on_line=on_line)
+    from envkit.engines.rattler_engine import RattlerEngine  # lazy: it registers rattler's exit pause
 
-        def settle(target: Path, build: Any) -> tuple[VerifyReport | None, bool]:
-            return install_and_settle(opts, target, build, replacing, timer, notes, in_place=True)
+    settings, envfile = _engine_settings(opts, job)
+    engine = RattlerEngine(settings, progress)
+    packages, specs = _solve(engine, job, envfile, timer)
+    if opts.dry_run:
+        return CreateResult(job.prefix, packages, job.selection, job.machine, timer.phases, True, job.env_text,
+                            pip_lines=envfile.pip, notes=tuple(notes), changes=job.changes,
+                            virtual_packages=tuple(engine.describe_virtual_packages()))
+    pip_installed: tuple[str, ...] = ()
 
-        result = create_external(opts, envfile, env_text, selection, machine, prefix, timer, notes, on_line,
-                                 settle=settle)
-        return replace(result, changes=changes)
+    def build(staging: Path) -> None:
+        nonlocal pip_installed
+        pip_installed = _build(opts, job, envfile, staging, engine=engine, settings=settings, packages=packages,
+                               specs=specs, timer=timer, notes=notes, on_line=on_line)
 
-    from envkit.engines.rattler_engine import EngineSettings, RattlerEngine
+    with _term_as_interrupt():
+        report, restored = install_and_settle(opts, job.prefix, build, replacing, timer, notes)
+    if not restored:
+        register_env(job.prefix)  # ~/.conda/environments.txt, as conda does: `conda env list` shows it
+        update_meta_phases(job.prefix, timer)
+    return CreateResult(job.prefix, packages, job.selection, job.machine, timer.phases, False, job.env_text, report,
+                        pip_installed, notes=tuple(notes), changes=job.changes, restored_old=restored)
 
+
+def _external_run(opts: CreateOptions, job: Job, *, timer: Timer, notes: list[str], replacing: bool,
+                  on_line: Callable[[str], None] | None) -> CreateResult:
+    """conda, mamba or micromamba solve and install at the final name; envkit settles and verifies."""
+    from envkit.engines.conda_cli import create_external
+
+    def settle(target: Path, build: Callable[[Path], None]) -> tuple[VerifyReport | None, bool]:
+        return install_and_settle(opts, target, build, replacing, timer, notes, in_place=True)
+
+    result = create_external(opts, job.envfile, job.env_text, job.selection, job.machine, job.prefix, timer, notes,
+                             on_line, settle=settle)
+    return replace(result, changes=job.changes)
+
+
+def _engine_settings(opts: CreateOptions, job: Job) -> tuple[EngineSettings, EnvFile]:
+    """The embedded engine's channels (canonical, the mirror applied per request), mirror credentials and
+    __cuda; behind a mirror with a PyPI index, the pip section gets that index too."""
+    from envkit.engines.rattler_engine import EngineSettings
+
+    envfile = job.envfile
     config = load_file_config().data
     mirror = mirrors.resolve(opts.mirror, config)
     if mirror is not None:
-        from urllib.parse import urlsplit
-
-        from envkit.secrets import VAULT, bearer_from_env
-
         if opts.mirror and "://" in opts.mirror:
             VAULT.split(opts.mirror)  # user:pass@ becomes a header, /t/<token>/ a request-time rewrite
         bearer_from_env(urlsplit(next(iter(mirror.conda.values()))).hostname or "")
@@ -402,66 +320,62 @@ def _engine_run(opts: CreateOptions, envfile: EnvFile, env_text: str, selection:
             line.startswith(("--index-url", "-i ")) for line in envfile.pip):
         envfile = replace(envfile, pip=(f"--index-url {mirror.pypi}", *envfile.pip))  # behind the mirror, pip too
     settings = EngineSettings(channels=channels, cache_dir=cache_dir(), mirror=mirror,
-                              cuda_override=cuda_override_for(opts, machine, selection),
+                              cuda_override=cuda_override_for(opts, job.machine, job.selection),
                               sharded=bool(config.get("sharded_repodata", True)))
-    engine = RattlerEngine(settings, progress)
-    if recreate is not None:
-        source, kind = recreate
+    return settings, envfile
+
+
+def _solve(engine: RattlerEngine, job: Job, envfile: EnvFile,
+           timer: Timer) -> tuple[tuple[PlannedPackage, ...], list[str]]:
+    """The packages to install (a lock's or explicit list's as they are, else solved and guarded) and the
+    specs conda-meta/history records."""
+    if job.recreate is not None:
+        source, _kind = job.recreate
         with timer.phase("solve"):
-            packages = tuple(engine.load_locked(locked) if locked is not None else engine.load_explicit(source))
-        specs = [p.name for p in packages]
-    else:
-        specs = list(envfile.dependencies)
-        if envfile.pip and not any(re.match(r"^pip([=<>\s]|$)", s) for s in specs):
-            specs.append("pip")
-        with timer.phase("solve"):
-            packages = tuple(engine.solve(specs))
-        plan_guard(selection, packages, specs)
-        if envfile.pip:
-            pip_guard(selection, [(m.group(1), m.group(2)) for line in envfile.pip
+            packages = tuple(engine.load_locked(job.locked) if job.locked is not None else engine.load_explicit(source))
+        return packages, [p.name for p in packages]
+    specs = list(envfile.dependencies)
+    if envfile.pip and not any(re.match(r"^pip([=<>\s]|$)", s) for s in specs):
+        specs.append("pip")
+    with timer.phase("solve"):
+        packages = tuple(engine.solve(specs))
+    plan_guard(job.selection, packages, specs)
+    if envfile.pip:
+        pip_guard(job.selection, [(m.group(1), m.group(2)) for line in envfile.pip
                                   if (m := re.match(r"^(torch|torchvision|torchaudio)==(\S+)$", line))])
-    if opts.dry_run:
-        return CreateResult(prefix, packages, selection, machine, timer.phases, True, env_text,
-                            pip_lines=envfile.pip, notes=tuple(notes), changes=changes,
-                            virtual_packages=tuple(engine.describe_virtual_packages()))
+    return packages, specs
+
+
+def _build(opts: CreateOptions, job: Job, envfile: EnvFile, staging: Path, *, engine: RattlerEngine,
+           settings: EngineSettings, packages: tuple[PlannedPackage, ...], specs: list[str], timer: Timer,
+           notes: list[str], on_line: Callable[[str], None] | None) -> tuple[str, ...]:
+    """Fill the staging folder: conda packages, then the pip section, then envkit's records. Returns what
+    pip installed."""
     pip_installed: tuple[str, ...] = ()
-
-    def build(staging: Path) -> None:
-        nonlocal pip_installed
-        engine.check_file_hashes()
-        notes.extend(engine.check_cache())
-        with timer.phase("download+link"):
-            engine.install(staging, prefix)
-        engine.stamp_fresh()
-        drop_cache_tag(staging)
-        if envfile.pip:
-            with timer.phase("pip"):
-                pip_installed = _run_pip(staging, envfile.pip, selection, on_line)
-            _fix_shebangs(staging, staging, prefix)
-            _fix_editables(staging, prefix)
-        write_meta(staging, opts, env_text, selection, machine, packages, timer, settings.cuda_override)
-        write_state(staging, envfile)
-        write_history(staging, opts, packages, specs)
-
-    with _term_as_interrupt():
-        report, restored = install_and_settle(opts, prefix, build, replacing, timer, notes)
-    if not restored:
-        register_env(prefix)  # ~/.conda/environments.txt, as conda does: `conda env list` shows it
-        update_meta_phases(prefix, timer)
-    return CreateResult(prefix, packages, selection, machine, timer.phases, False, env_text, report,
-                        pip_installed, notes=tuple(notes), changes=changes, restored_old=restored)
+    engine.check_file_hashes()
+    notes.extend(engine.check_cache())
+    with timer.phase("download+link"):
+        engine.install(staging, job.prefix)
+    engine.stamp_fresh()
+    drop_cache_tag(staging)
+    if envfile.pip:
+        with timer.phase("pip"):
+            pip_installed = _run_pip(staging, envfile.pip, job.selection, on_line)
+        _fix_shebangs(staging, staging, job.prefix)
+        _fix_editables(staging, job.prefix)
+    write_meta(staging, opts, job.env_text, job.selection, job.machine, packages, timer, settings.cuda_override)
+    write_state(staging, envfile)
+    write_history(staging, opts, packages, specs)
+    return pip_installed
 
 
-def install_and_settle(opts: Any, prefix: Path, build: Any, replacing: bool, timer: Timer,
+def install_and_settle(opts: CreateOptions, prefix: Path, build: Callable[[Path], None], replacing: bool, timer: Timer,
                        notes: list[str], in_place: bool = False) -> tuple[VerifyReport | None, bool]:
     """Build in a locked staging folder, mark it envkit's, move it in with a rename that never
     overwrites, then verify. With --force the old env is moved aside (locked) just before the move-in
     and deleted only once the new env did not FAIL verify; a FAIL, a broken verify, Ctrl-C or a failed
     move-in put it back. `in_place`: external engines build at the final name under a journal
     (staging.building_in_place). Returns the verify report and whether the old env was restored."""
-    from envkit.prefix.ownership import mark_owned, new_owner_id
-    from envkit.prefix.staging import building_in_place, quiet_signals, staging_folder, swap_in
-
     owner_id = new_owner_id()
     old = None
     swapped = False
@@ -490,8 +404,6 @@ def install_and_settle(opts: Any, prefix: Path, build: Any, replacing: bool, tim
         timer.phases["download"] = timer.phases.pop("download+link", 0.0)
         report = None
         if not opts.no_verify:
-            from envkit.verify import verify_env
-
             with timer.phase("verify"):
                 report = verify_env(prefix=str(prefix), timeout=opts.verify_timeout, quick=True)
     except BaseException as exc:
@@ -508,8 +420,6 @@ def install_and_settle(opts: Any, prefix: Path, build: Any, replacing: bool, tim
         kept = _put_back(old, prefix, owner_id)
         notes.append(f"verify FAILED on the rebuild: {kept}; the rebuild was removed")
         return report, True
-    from envkit.prefix.ownership import forget
-
     forget(old.folder, prefix)  # its registry entry goes with it
     problem = old.release(remove_folder=True)
     if problem:
@@ -517,11 +427,9 @@ def install_and_settle(opts: Any, prefix: Path, build: Any, replacing: bool, tim
     return report, False
 
 
-def _set_aside_if(replacing: bool, prefix: Path, owner_id: str, allow_foreign: bool, journal: Any) -> Any:
+def _set_aside_if(replacing: bool, prefix: Path, owner_id: str, allow_foreign: bool,
+                  journal: Held | None) -> Held | None:
     """--force: re-check what is at the target right now, then move it aside under a lock."""
-    from envkit.prefix.ownership import check_deletable
-    from envkit.prefix.staging import BUILDING, set_aside, update
-
     if not replacing or not (prefix.exists() or prefix.is_symlink()):
         return None
     check_deletable(prefix, allow_foreign=allow_foreign, verb="replace")
@@ -531,10 +439,8 @@ def _set_aside_if(replacing: bool, prefix: Path, owner_id: str, allow_foreign: b
     return old
 
 
-def _put_back(old: Any, prefix: Path, new_id: str | None) -> str:
+def _put_back(old: Held, prefix: Path, new_id: str | None) -> str:
     """Remove this run's new env (if it got in), then move the old env back; say what happened."""
-    from envkit.prefix.staging import discard, quiet_signals, restore
-
     with quiet_signals():
         problem = discard(prefix, new_id) if new_id else None
         failed = restore(old, prefix)
@@ -543,8 +449,6 @@ def _put_back(old: Any, prefix: Path, new_id: str | None) -> str:
 
 def _drop_half_made(prefix: Path) -> None:
     """An external build failed: remove what the engine left at the name (its env, or an empty folder)."""
-    from envkit.prefix.staging import quiet_signals, trash
-
     if prefix.is_symlink() or not prefix.exists():
         return
     if (prefix / "conda-meta").is_dir() or not any(prefix.iterdir()):

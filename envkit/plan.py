@@ -1,17 +1,36 @@
-"""Stage functions the CLI calls: each takes plain arguments with named defaults, returns a model.
+"""What to install: detect -> select (live catalogue) -> the env file, for render, create, lock and bundle.
 
-They never print; cli.py renders what they return (architecture.md, habit 1).
+create.py installs what `prepare` (a spec or a file, adapted to this machine) or `recreate_source` +
+`recreate_envfile` (a lock or an explicit file: the exact package set) say; it decides nothing about
+what. Each function takes plain arguments with named defaults and returns a model; none prints
+(cli/ renders what they return, architecture.md habit 1).
 """
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from envkit.models import Machine, Request, Selection
-from envkit.render.envfile import EnvFile
+from envkit.compat import legacy, load
+from envkit.compat.select import PYTORCH_INDEX, offers, select
+from envkit.config import load_file_config
+from envkit.detect import detect
+from envkit.engines.base import CreateOptions, Timer
+from envkit.engines.repodata import Obtained, obtain
+from envkit.errors import EngineError, SelectionError, UsageError
+from envkit.export import read_sidecar
+from envkit.lock.file import Lock, LockedPlatform, current_platform, pip_lines, read_lock
+from envkit.models import FLAVORS, Machine, Request, Selection
+from envkit.prefix.locations import check_name
+from envkit.render import mirrors, specs
+from envkit.render.adapt import adapt, flavor_order, parse_file, request_from
+from envkit.render.build import build_envfile, python_candidates
+from envkit.render.envfile import EnvFile, check_channel, check_pip_line, check_variables, parse_conda_spec
+from envkit.render.mirrors import strip_credentials
+from envkit.safeio import read_text
 
 DEFAULT_REQUEST = Request()
 
@@ -43,19 +62,13 @@ DEFAULT_CATALOGUE = CatalogueChoice()
 def pytorch_index_base(config: dict[str, Any] | None = None) -> str | None:
     """ENVKIT_PYTORCH_INDEX, else the config file's `pytorch_index` (read here only)."""
     if config is None:
-        from envkit.config import load_file_config
-
         config = load_file_config().data
     value = os.environ.get("ENVKIT_PYTORCH_INDEX") or config.get("pytorch_index")
     return str(value) if value else None
 
 
-def obtain_catalogue(flavor: str, choice: CatalogueChoice) -> Any:
+def obtain_catalogue(flavor: str, choice: CatalogueChoice) -> Obtained:
     """The live (or cached) catalogue for a flavor, or None with the reason the static data stands in."""
-    from envkit.config import load_file_config
-    from envkit.engines.repodata import obtain
-    from envkit.render import mirrors
-
     config = load_file_config().data
     mirror = mirrors.resolve(choice.mirror, config)
     index_base = choice.index_base or pytorch_index_base(config)
@@ -69,9 +82,6 @@ def obtain_catalogue(flavor: str, choice: CatalogueChoice) -> Any:
 def catalogue_table(machine: Machine, request: Request, choice: CatalogueChoice,
                     flavors: tuple[str, ...] | None = None) -> dict[str, Any]:
     """`envkit detect --catalogue`: per flavor, what its catalogue offers and whether it fits this machine."""
-    from envkit.compat.select import offers
-    from envkit.models import FLAVORS
-
     result: dict[str, Any] = {"machine": machine.to_json(), "flavors": []}
     for flavor in flavors or FLAVORS:
         obtained = obtain_catalogue(flavor, choice)
@@ -82,8 +92,6 @@ def catalogue_table(machine: Machine, request: Request, choice: CatalogueChoice,
 
 def select_for(machine: Machine, request: Request, choice: CatalogueChoice = DEFAULT_CATALOGUE) -> Selection:
     """`envkit detect`: select() against the flavor's catalogue, the PyTorch index mirror applied as render does."""
-    from envkit.compat.select import select
-
     obtained = obtain_catalogue(request.flavor, choice)
     selection = select(machine, request, catalogue=obtained.catalogue, source_note=obtained.note)
     return with_pytorch_index(selection, choice.index_base)
@@ -94,10 +102,6 @@ def detect_and_select(request: Request, *, driver_version: str | None = None,
                       catalogue: CatalogueChoice = DEFAULT_CATALOGUE) -> tuple[Machine, Selection]:
     """detect() then select() against what the flavor's channels publish; a spec's Python range is
     tried in order of preference."""
-    from envkit.compat.select import select
-    from envkit.detect import detect
-    from envkit.errors import SelectionError
-
     machine = detect(driver_version=driver_version, compute_capabilities=compute_capabilities, cuda=request.cuda)
     obtained = obtain_catalogue(request.flavor, catalogue)
     candidates = python_candidates or [request.python]
@@ -118,12 +122,6 @@ def with_pytorch_index(selection: Selection, base: str | None = None) -> Selecti
     base = base or pytorch_index_base()
     if not base or selection.pip_index_url is None:
         return selection
-    import re
-
-    from envkit.compat.select import PYTORCH_INDEX
-    from envkit.errors import UsageError
-    from envkit.render.mirrors import strip_credentials
-
     if not re.fullmatch(r"(https?|file)://[A-Za-z0-9_.~\-/%:@+\[\]]+", str(base)):
         raise UsageError(f"the PyTorch index {str(base)[:80]!r} (ENVKIT_PYTORCH_INDEX or 'pytorch_index' in the "
                          "config file) is not a plain http(s) URL",
@@ -139,8 +137,6 @@ def _working_versions(req: Request, driver_version: str | None, compute_capabili
     """The torch releases nearest the wanted one that this machine runs, as `--torch X` options."""
     from packaging.version import InvalidVersion, Version
 
-    from envkit.compat import legacy, load
-    from envkit.errors import SelectionError, UsageError
 
     try:
         wanted = Version((req.torch or "0").lstrip("=<>!~").split(",")[0])
@@ -183,20 +179,11 @@ def render_env(*, spec: str | None = None, from_file: Path | None = None, name: 
                driver_version: str | None = None, compute_capabilities: tuple[str, ...] = (),
                catalogue_mode: str = "auto", channels: tuple[str, ...] = ()) -> Rendered:
     """A spec (or a colleague's file) + this machine -> environment.yml text."""
-    from envkit.config import load_file_config
-    from envkit.prefix.locations import check_name
-    from envkit.render import mirrors
-    from envkit.render.build import build_envfile, python_candidates
-
     config = load_file_config().data
     profile = mirrors.resolve(mirror, config)
     index_base = pytorch_index_base(config)
     choice = CatalogueChoice(catalogue_mode, mirror, channels, index_base)
     if from_file is not None:
-        from envkit.render.adapt import adapt, flavor_order, parse_file, request_from
-
-        from envkit.errors import SelectionError
-
         parsed = parse_file(from_file)
         req = request_from(parsed, request, flavor_given)
         chosen: Selection | None = None
@@ -231,16 +218,12 @@ def render_env(*, spec: str | None = None, from_file: Path | None = None, name: 
                     (first.hint or "update the NVIDIA driver, or use --cuda cpu for a CPU build")) from first
             chosen = with_pytorch_index(chosen, index_base)
         else:
-            from envkit.detect import detect
-
             machine = detect(driver_version=driver_version, compute_capabilities=compute_capabilities,
                              cuda=request.cuda)
         envfile, changes = adapt(parsed, chosen, machine, name=name, mirror=profile, source=str(from_file),
                                  extra_changes=notes)
         check_name(envfile.name)
         return Rendered(envfile.render(), envfile, chosen, machine, tuple(changes))
-    from envkit.render import specs
-
     env_spec = specs.load(spec or "dl_train")
     if env_spec.flavor and not flavor_given:
         request = replace(request, flavor=env_spec.flavor)
@@ -250,3 +233,99 @@ def render_env(*, spec: str | None = None, from_file: Path | None = None, name: 
     selection = with_pytorch_index(selection, index_base)
     envfile = build_envfile(env_spec, selection, machine, name=check_name(name or env_spec.name), mirror=profile)
     return Rendered(envfile.render(), envfile, selection, machine, (), env_spec.name)
+
+
+# -- create, lock and bundle: what to install ---------------------------------------------------
+class Prepared(NamedTuple):
+    """What `prepare` decided to install (a tuple, so `envfile, selection, machine, changes = ...` reads it)."""
+
+    envfile: EnvFile
+    selection: Selection | None  # None: a file taken as is (--no-adapt), or one without torch
+    machine: Machine
+    changes: tuple[str, ...]
+
+
+def prepare(opts: CreateOptions, timer: Timer) -> Prepared:
+    """A spec, or a file adapted to this machine (or taken as is with --no-adapt): the env file to install."""
+    if opts.file is not None and opts.no_adapt:
+        with timer.phase("detect"):
+            machine = detect(driver_version=opts.driver_version, compute_capabilities=opts.compute_capabilities,
+                             cuda=opts.request.cuda)
+        with timer.phase("render"):
+            envfile = envfile_as_is(opts.file, opts.name)
+        return Prepared(envfile, None, machine, ())
+    with timer.phase("render"):
+        rendered = render_env(spec=opts.spec if opts.file is None else None, from_file=opts.file, name=opts.name,
+                              request=opts.request, flavor_given=opts.flavor_given,
+                              mirror=opts.mirror, driver_version=opts.driver_version,
+                              compute_capabilities=opts.compute_capabilities, catalogue_mode=opts.catalogue,
+                              channels=opts.channels)
+    if opts.file is not None and rendered.selection is not None:
+        _keep_pinned_gpu_build(opts, rendered.selection)
+    return Prepared(rendered.envfile, rendered.selection, rendered.machine, rendered.changes)
+
+
+def _keep_pinned_gpu_build(opts: CreateOptions, selection: Selection) -> None:
+    """A file that pins a CUDA build (`pytorch=2.13.0=*cuda*`, as `envkit export` writes) must not turn
+    into a CPU env because this machine has no GPU (CI, Docker, login node): that is the silent CPU
+    build the selector exists to prevent (issue 12). Only an explicit --cuda cpu asks for that."""
+    if selection.is_gpu or opts.request.cuda == "cpu" or opts.file is None:
+        return
+    pinned = [d for d in parse_file(opts.file).conda
+              if "cuda" in parse_conda_spec(d).build.lower() and parse_conda_spec(d).name in (
+                  "pytorch", "torchvision", "torchaudio", "pytorch-gpu")]
+    if pinned:
+        raise EngineError(
+            f"{opts.file.name} pins a CUDA build ({', '.join(pinned)}), but this machine's selection is a CPU build "
+            f"({selection.reasons[0] if selection.reasons else 'no usable GPU'}); nothing was installed",
+            "plan for the target GPU with --cuda X.Y (or --driver-version/--compute-capability), take the file "
+            "as is with --no-adapt (and CONDA_OVERRIDE_CUDA=X.Y on a GPU-less host), or pass --cuda cpu if a "
+            "CPU build is really wanted")
+
+
+def envfile_as_is(path: Path, name: str) -> EnvFile:
+    """--file with --no-adapt: the user's file, validated, taken literally (prefix: ignored)."""
+    parsed = parse_file(path)
+    channels = tuple(check_channel(c, f"{path}: channels") for c in parsed.channels)
+    if not channels:
+        raise UsageError(f"{path} lists no channels (conda 26 has no implicit defaults)",
+                         "add a channels: list, pass --channel URL, or drop --no-adapt")
+    deps = tuple(parse_conda_spec(d, f"{path}: dependencies").render() for d in parsed.conda)
+    pip = tuple(check_pip_line(p, f"{path}: pip") for p in parsed.pip)
+    return EnvFile(name, channels, deps, pip, parsed.variables, (f"taken as is from {path.name} (--no-adapt)",))
+
+
+def is_explicit(path: Path) -> bool:
+    """An @EXPLICIT list (conda list --explicit, envkit export --format explicit), not an environment.yml."""
+    return any(line.strip() == "@EXPLICIT" for line in read_text(path, "environment file").splitlines())
+
+
+def recreate_source(opts: CreateOptions) -> tuple[Path, str] | None:
+    """--lock FILE or --file EXPLICIT.txt: the exact package set, installed without solving."""
+    if opts.lock is not None:
+        return opts.lock, "lock"
+    if opts.file is not None and is_explicit(opts.file):
+        return opts.file, "explicit"
+    return None
+
+
+def _channels_of(path: Path, kind: str) -> tuple[str, ...]:
+    """Channel base URLs named in an explicit list or a lock file (for mirrors and credentials)."""
+    text = read_text(path, f"{kind} file")
+    urls = re.findall(r"((?:https?|file)://\S+?)/(?:linux-64|noarch|linux-aarch64|osx-64|osx-arm64|win-64)/", text)
+    return tuple(dict.fromkeys(urls))
+
+
+def recreate_envfile(name: str, source: Path, kind: str) -> tuple[EnvFile, tuple[Lock, LockedPlatform] | None]:
+    """What an explicit file (+ its sidecar) or a lock holds besides conda packages: pip, variables.
+    A lock comes back read, with this platform's entry (None for an explicit file)."""
+    if kind == "lock":
+        lock = read_lock(source)
+        entry = lock.platform(current_platform())
+        channels = lock.channels or tuple(dict.fromkeys(c.channel_url for c in entry.conda))
+        # a lock is input like any file: its PyPI entries and variables pass the same checks as a pip section
+        pip = tuple(check_pip_line(line, f"{source}: pypi") for line in pip_lines(lock, entry))
+        variables = check_variables(dict(lock.variables), f"{source}: variables")
+        return EnvFile(name, channels, (), pip, variables, ()), (lock, entry)
+    pip, variables = read_sidecar(source)
+    return EnvFile(name, _channels_of(source, kind), (), pip, variables, ()), None

@@ -6,17 +6,20 @@ envkit/doctor/__init__.py and never print.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from envkit.cli.options import cc_option, driver_option
 
+if TYPE_CHECKING:
+    from click.shell_completion import CompletionItem
+
 SHELLS = ("bash", "zsh", "fish")
 COMPLETE_VAR = "_ENVKIT_COMPLETE"  # click's convention: _<PROG>_COMPLETE=<shell>_source
 
 
-def _env_names(_ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[Any]:
+def _env_names(_ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[CompletionItem]:
     """Shell completion of NAME: the environments envkit and conda know about."""
     from click.shell_completion import CompletionItem
 

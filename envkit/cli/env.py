@@ -7,13 +7,17 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from envkit.cli.options import (EPILOG, _catalogue_mode, _check_timeout, _from_config, _request,
-                                selection_options)
+from envkit.cli.options import EPILOG, Selectors, _check_timeout, _from_config, selection_options
 from envkit.cli.shell import forget_kernels, with_kernel
 from envkit.errors import ExitCode
+
+if TYPE_CHECKING:
+    from envkit.create import CreateResult
+    from envkit.lock.bundle import Bundle
 
 @click.command(epilog=EPILOG)
 @selection_options
@@ -21,9 +25,7 @@ from envkit.errors import ExitCode
 @click.option("--catalogue", "show_catalogue", is_flag=True,
               help="Show what each flavor offers for this machine: torch versions x CUDA variants, usable or why not.")
 @click.option("--mirror", default=None, envvar="ENVKIT_MIRROR", help="Mirror profile or URL to read catalogues through.")
-def detect(cuda: str | None, torch_spec: str | None, python: str | None, flavor: str | None,
-           driver_version: str | None, compute_capability: tuple[str, ...], no_driver_check: bool,
-           offline: bool, refresh: bool, as_json: bool, show_catalogue: bool, mirror: str | None) -> None:
+def detect(*, selectors: Selectors, as_json: bool, show_catalogue: bool, mirror: str | None) -> None:
     """Driver, the CUDA it supports, GPUs, and the PyTorch build envkit would pick, with reasons."""
     from envkit.cli import output
     from envkit.detect import detect as run_detect
@@ -31,13 +33,14 @@ def detect(cuda: str | None, torch_spec: str | None, python: str | None, flavor:
     from envkit.models import DetectResult
     from envkit.plan import CatalogueChoice, select_for
 
-    machine = run_detect(driver_version=driver_version, compute_capabilities=compute_capability, cuda=cuda)
-    request = _request(cuda, torch_spec, python, flavor, no_driver_check)
-    choice = CatalogueChoice(_catalogue_mode(offline, refresh), _from_config(mirror, "mirror"))
+    machine = run_detect(driver_version=selectors.driver_version, compute_capabilities=selectors.compute_capabilities,
+                         cuda=selectors.cuda)
+    request = selectors.request()
+    choice = CatalogueChoice(selectors.catalogue_mode(), _from_config(mirror, "mirror"))
     if show_catalogue:
         from envkit.plan import catalogue_table
 
-        table = catalogue_table(machine, request, choice, flavors=(flavor,) if flavor else None)
+        table = catalogue_table(machine, request, choice, flavors=(selectors.flavor,) if selectors.flavor else None)
         if as_json:
             output.plain(output.dump_json(table))
         else:
@@ -99,9 +102,7 @@ def verify(name: str | None, prefix: str | None, python_exe: str | None, quick: 
               help="Mirror profile (tuna, ustc, bfsu, sjtu, nju, aliyun, or one from the config) or a URL.")
 @selection_options
 def render(spec: str | None, from_file: str | None, spec_path: str | None, output: str | None, name: str | None,
-           mirror: str | None, cuda: str | None, torch_spec: str | None, python: str | None, flavor: str | None,
-           driver_version: str | None, compute_capability: tuple[str, ...], no_driver_check: bool,
-           offline: bool, refresh: bool) -> None:
+           mirror: str | None, *, selectors: Selectors) -> None:
     """Render environment.yml for a named spec (default dl_train) on this machine, or adapt one (--from)."""
 
     from envkit.cli import output as out
@@ -113,9 +114,9 @@ def render(spec: str | None, from_file: str | None, spec_path: str | None, outpu
     if from_file and (spec or spec_path):
         raise UsageError("give either a spec or --from FILE, not both", "envkit render dl_train  or  envkit render --from FILE")
     result = render_env(spec=spec_path or spec, from_file=Path(from_file) if from_file else None, name=name,
-                        request=_request(cuda, torch_spec, python, flavor, no_driver_check),
-                        flavor_given=flavor is not None, mirror=_from_config(mirror, "mirror"), driver_version=driver_version,
-                        compute_capabilities=compute_capability, catalogue_mode=_catalogue_mode(offline, refresh))
+                        request=selectors.request(), flavor_given=selectors.flavor_given,
+                        mirror=_from_config(mirror, "mirror"), driver_version=selectors.driver_version,
+                        compute_capabilities=selectors.compute_capabilities, catalogue_mode=selectors.catalogue_mode())
     for change in result.changes:
         out.plain(f"changed: {change}", err=True)
     if output:
@@ -163,30 +164,16 @@ def render(spec: str | None, from_file: str | None, spec_path: str | None, outpu
 def create(name: str, spec: str | None, env_file: str | None, no_adapt: bool, lock_file: str | None,
            bundle_dir: str | None, bundle_gate: bool, bundle_stage_dir: str | None, mirror: str | None,
            channels: tuple[str, ...], prefix: str | None, engine: str | None, dry_run: bool, force: bool,
-           not_envkit: bool, no_verify: bool, require_gpu: bool, quiet: bool, as_json: bool, cuda: str | None, torch_spec: str | None,
-           python: str | None, flavor: str | None, driver_version: str | None, compute_capability: tuple[str, ...],
-           no_driver_check: bool, offline: bool, refresh: bool, no_kernel: bool = False) -> None:
+           not_envkit: bool, no_verify: bool, require_gpu: bool, quiet: bool, as_json: bool, *,
+           selectors: Selectors, no_kernel: bool = False) -> None:
     """Detect, select, render, solve, install atomically and verify an environment."""
 
     from envkit.cli import output
     from envkit.create import CreateOptions, create_env
-    from envkit.errors import ExitCode
     from envkit.render.specs import available
 
-    bundle = None
-    if bundle_gate and not bundle_dir:
-        from envkit.errors import UsageError
-
-        raise UsageError("--bundle-gate needs --bundle DIR", "it is the node side of envkit fleet create")
-    if bundle_dir:
-        from envkit.lock.bundle import load_bundle
-
-        where = Path(bundle_dir)
-        if bundle_gate:
-            from envkit.fleet.create import wait_for_go
-
-            where = wait_for_go(where, bundle_stage_dir)
-        bundle = load_bundle(where)  # every file's sha256 is checked before anything is installed
+    bundle = _bundle_of(bundle_dir, bundle_gate, bundle_stage_dir)
+    if bundle is not None:
         lock_file = str(bundle.lock_path)
     if spec is None and env_file is None and lock_file is None:
         spec = name if name in available() else "dl_train"
@@ -197,13 +184,13 @@ def create(name: str, spec: str | None, env_file: str | None, no_adapt: bool, lo
     opts = CreateOptions(
         name=name, spec=spec, file=Path(env_file) if env_file else None, no_adapt=no_adapt,
         lock=Path(lock_file) if lock_file else None,
-        request=_request(cuda, torch_spec, python, flavor, no_driver_check), flavor_given=flavor is not None,
+        request=selectors.request(), flavor_given=selectors.flavor_given,
         mirror=_from_config(mirror, "mirror"), channels=channels, prefix=Path(prefix) if prefix else None,
         engine=_from_config(engine, "engine") or "rattler",
         dry_run=dry_run, force=force, not_envkit=not_envkit, no_verify=no_verify, require_gpu=require_gpu,
-        driver_version=driver_version, compute_capabilities=compute_capability,
+        driver_version=selectors.driver_version, compute_capabilities=selectors.compute_capabilities,
         argv=("envkit", *sys.argv[1:]) if sys.argv and sys.argv[0].endswith("envkit") else ("envkit", "create", name),
-        catalogue=_catalogue_mode(offline, refresh),
+        catalogue=selectors.catalogue_mode(),
     )
     quiet = quiet or as_json
     on_line = None if quiet else (lambda line: output.plain("  " + line, err=True))
@@ -221,17 +208,43 @@ def create(name: str, spec: str | None, env_file: str | None, no_adapt: bool, lo
         output.print_plan(result)
     else:
         output.print_created(result)
-    if result.verify is not None:
-        outcome = result.verify.outcome
-        if outcome == "FAIL":
-            if result.restored_old:
-                output.plain(f"verify FAILED on the rebuild: the old environment is back at {result.prefix}", err=True)
-            raise SystemExit(int(ExitCode.VERIFY_FAILED))
-        if outcome == "SKIPPED":
-            if require_gpu:
-                raise SystemExit(int(ExitCode.VERIFY_SKIPPED))
-            output.plain("NOTICE: verify was SKIPPED (no usable GPU): the env exists, but nothing proved it "
-                         "trains on a GPU.", err=True)
+    _exit_for_verify(result, require_gpu)
+
+
+def _bundle_of(bundle_dir: str | None, bundle_gate: bool, stage_dir: str | None) -> Bundle | None:
+    """--bundle DIR (with --bundle-gate: once fleet create says go), every file's sha256 checked first."""
+    if bundle_gate and not bundle_dir:
+        from envkit.errors import UsageError
+
+        raise UsageError("--bundle-gate needs --bundle DIR", "it is the node side of envkit fleet create")
+    if not bundle_dir:
+        return None
+    from envkit.lock.bundle import load_bundle
+
+    where = Path(bundle_dir)
+    if bundle_gate:
+        from envkit.fleet.create import wait_for_go
+
+        where = wait_for_go(where, stage_dir)
+    return load_bundle(where)  # every file's sha256 is checked before anything is installed
+
+
+def _exit_for_verify(result: CreateResult, require_gpu: bool) -> None:
+    """verify FAILED: exit 3; SKIPPED (no usable GPU): exit 4 with --require-gpu, else a notice."""
+    from envkit.cli import output
+
+    if result.verify is None:
+        return
+    outcome = result.verify.outcome
+    if outcome == "FAIL":
+        if result.restored_old:
+            output.plain(f"verify FAILED on the rebuild: the old environment is back at {result.prefix}", err=True)
+        raise SystemExit(int(ExitCode.VERIFY_FAILED))
+    if outcome == "SKIPPED":
+        if require_gpu:
+            raise SystemExit(int(ExitCode.VERIFY_SKIPPED))
+        output.plain("NOTICE: verify was SKIPPED (no usable GPU): the env exists, but nothing proved it "
+                     "trains on a GPU.", err=True)
 
 
 @click.command(epilog=EPILOG)

@@ -7,12 +7,26 @@ Only click is imported at import time; rich, rattler and the fleet modules load 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from envkit.cli.options import (_request, apply, cc_option, cuda_option, driver_option, flavor_option, python_option,
-                                torch_option, what_options)
+from envkit.cli.options import (Selectors, apply, cc_option, collect, collect_selectors, cuda_option, driver_option,
+                                flavor_option, python_option, torch_option, what_options)
+
+if TYPE_CHECKING:
+    from envkit.create import CreateOptions
+    from envkit.fleet.create import FleetCreate
+    from envkit.fleet.inventory import Inventory
+    from envkit.fleet.launcher import Launcher, NodeRun
+    from envkit.fleet.select import FleetSelection
+    from envkit.fleet.verify import FleetVerify
+    from envkit.lock.bundle import Bundle
+    from envkit.models import Machine, Request
+    from rich.live import Live
+    from rich.table import Table
 
 FLEET_EPILOG = ("\b\nNodes run envkit as ENVKIT_FLEET_ENVKIT (a command line) or, by default, this very "
                 "interpreter\n(python -m envkit), which works where envkit sits on a filesystem the nodes share.\n"
@@ -20,8 +34,34 @@ FLEET_EPILOG = ("\b\nNodes run envkit as ENVKIT_FLEET_ENVKIT (a command line) or
                 "node,\n4 verify SKIPPED on every node")
 
 
+@dataclass(frozen=True)
+class Nodes:
+    """--launcher --partition --nodes --nodelist --exclude --account --time --gpus-per-node --srun-arg
+    --timeout as click validated them: which nodes, how to reach them, how long each may take."""
+
+    launcher: str = "slurm"
+    partition: str | None = None
+    count: int | None = None
+    nodelist: str | None = None
+    exclude: tuple[str, ...] = ()
+    account: str | None = None
+    time_limit: str | None = None
+    gpus_per_node: int | None = None
+    srun_args: tuple[str, ...] = ()
+    timeout: float | None = None  # None: the verb's own default
+
+    def runner(self) -> Launcher:
+        return _launcher(self.launcher, self.partition, self.count, self.nodelist, self.exclude, self.account,
+                         self.time_limit, self.gpus_per_node, self.srun_args)
+
+
+_NODE_PARAMS = {name: name for name in ("launcher", "partition", "count", "nodelist", "exclude", "account",
+                                        "time_limit", "gpus_per_node", "srun_args", "timeout")}
+
+
 def fleet_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Which nodes, and how to reach them (srun options pass through as given)."""
+    """Which nodes, and how to reach them (srun options pass through as given), as one `nodes` argument."""
+    func = collect("nodes", Nodes, _NODE_PARAMS)(func)
     options = [
         click.option("--launcher", type=click.Choice(["slurm", "local"]), default="slurm", show_default=True,
                      envvar="ENVKIT_FLEET_LAUNCHER",
@@ -47,7 +87,7 @@ def fleet_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 def _launcher(launcher: str, partition: str | None, count: int | None, nodelist: str | None,
               exclude: tuple[str, ...], account: str | None, time_limit: str | None, gpus_per_node: int | None,
-              srun_args: tuple[str, ...]) -> Any:
+              srun_args: tuple[str, ...]) -> Launcher:
     from envkit.errors import UsageError
     from envkit.fleet.launcher import NodeRequest, SrunOptions, make_launcher
 
@@ -58,9 +98,10 @@ def _launcher(launcher: str, partition: str | None, count: int | None, nodelist:
 
 
 def build_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """What to build, and for which machine (the subset of create's options a solve needs)."""
+    """What to build, and for which machine (the subset of create's options a solve needs); the selection
+    options (with bundle's --driver-version / --compute-capability) arrive as one `selectors` argument."""
     return apply(
-        func,
+        collect_selectors(func),
         click.option("--spec", "spec", default=None, help="Named spec or spec file (default: NAME if it is a spec, "
                      "else dl_train)."),
         click.option("--file", "env_file", type=click.Path(exists=True, dir_okay=False), default=None,
@@ -72,12 +113,10 @@ def build_options(func: Callable[..., Any]) -> Callable[..., Any]:
     )
 
 
-def _create_options(name: str, spec: str | None, request: Any, flavor_given: bool, mirror: str | None,
+def _create_options(name: str, spec: str | None, request: Request, flavor_given: bool, mirror: str | None,
                     channels: tuple[str, ...], driver_version: str | None = None,
                     compute_capabilities: tuple[str, ...] = (), env_file: str | None = None,
-                    no_adapt: bool = False) -> Any:
-    from pathlib import Path
-
+                    no_adapt: bool = False) -> CreateOptions:
     from envkit.config import load_file_config
     from envkit.create import CreateOptions
     from envkit.render.specs import available
@@ -101,17 +140,13 @@ def _create_options(name: str, spec: str | None, request: Any, flavor_given: boo
 @cc_option("Solve for these GPUs (repeat).")
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest summary as JSON.")
 @build_options
-def bundle(name: str | None, lock_file: str | None, out: str, driver_version: str | None,
-           compute_capability: tuple[str, ...], as_json: bool, spec: str | None, env_file: str | None,
-           no_adapt: bool, cuda: str | None, torch_spec: str | None, python: str | None, flavor: str | None,
-           mirror: str | None, channels: tuple[str, ...]) -> None:
+def bundle(name: str | None, lock_file: str | None, out: str, as_json: bool, spec: str | None, env_file: str | None,
+           no_adapt: bool, mirror: str | None, channels: tuple[str, ...], *, selectors: Selectors) -> None:
     """A self-contained folder (lock + every archive and wheel, with checksums) for machines without network.
 
     NAME is an existing environment (its exact packages), or a spec to solve; --lock FILE bundles a lock.
     Install it anywhere with: envkit create NAME --bundle DIR
     """
-    from pathlib import Path
-
     from envkit.cli import output
     from envkit.lock.bundle import bundle_from_env, bundle_from_lock, bundle_from_spec
     from envkit.errors import UsageError
@@ -123,9 +158,9 @@ def bundle(name: str | None, lock_file: str | None, out: str, driver_version: st
     elif name and spec is None and env_file is None and (default_prefix(name) / "conda-meta").is_dir():
         result = bundle_from_env(default_prefix(name), target)
     elif name:
-        opts = _create_options(name, spec, _request(cuda, torch_spec, python, flavor, cuda not in (None, "auto")),
-                               flavor is not None, mirror, channels, driver_version, compute_capability,
-                               env_file, no_adapt)
+        opts = _create_options(name, spec, selectors.request(no_driver_check=selectors.cuda_given),
+                               selectors.flavor_given, mirror, channels, selectors.driver_version,
+                               selectors.compute_capabilities, env_file, no_adapt)
         result = bundle_from_spec(opts, target, on_step=lambda t: output.plain(f"  {t}", err=True))
     else:
         raise UsageError("give an environment NAME (or a spec name) or --lock FILE", "envkit bundle dl_train -o DIR")
@@ -148,19 +183,16 @@ def fleet() -> None:
 @what_options
 @click.option("--per-partition", is_flag=True, help="One build per partition instead of one for all nodes.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def detect_cmd(launcher: str, partition: str | None, count: int | None, nodelist: str | None,
-               exclude: tuple[str, ...], account: str | None, time_limit: str | None, gpus_per_node: int | None,
-               srun_args: tuple[str, ...], timeout: float | None, cuda: str | None, torch_spec: str | None,
-               python: str | None, flavor: str | None, per_partition: bool, as_json: bool) -> None:
+def detect_cmd(*, nodes: Nodes, selectors: Selectors, per_partition: bool, as_json: bool) -> None:
     """Driver, CUDA, GPUs and best build of every node, and the one build the whole fleet can run."""
     from envkit.cli import output
     from envkit.errors import ExitCode
     from envkit.fleet.inventory import DETECT_TIMEOUT, inventory, inventory_json
     from envkit.fleet.select import select_fleet, select_per_partition
 
-    runner = _launcher(launcher, partition, count, nodelist, exclude, account, time_limit, gpus_per_node, srun_args)
-    request = _request(cuda, torch_spec, python, flavor)
-    inv = inventory(runner, request, timeout=timeout or DETECT_TIMEOUT)
+    runner = nodes.runner()
+    request = selectors.request()
+    inv = inventory(runner, request, timeout=nodes.timeout or DETECT_TIMEOUT)
     fleets = (select_per_partition(inv.nodes, request) if per_partition else [select_fleet(inv.nodes, request)])
     if as_json:
         output.plain(output.dump_json({**inventory_json(inv), "fleet": [f.to_json() for f in fleets]}))
@@ -188,20 +220,15 @@ def detect_cmd(launcher: str, partition: str | None, count: int | None, nodelist
               help="Also write the JSON report to this file.")
 @fleet_options
 def verify_cmd(name: str | None, prefix: str | None, python_exe: str | None, all_gpus: bool, quick: bool,
-               nccl: bool, nproc_per_node: str, as_json: bool, report_file: str | None, launcher: str,
-               partition: str | None, count: int | None, nodelist: str | None, exclude: tuple[str, ...],
-               account: str | None, time_limit: str | None, gpus_per_node: int | None, srun_args: tuple[str, ...],
-               timeout: float | None) -> None:
+               nccl: bool, nproc_per_node: str, as_json: bool, report_file: str | None, *, nodes: Nodes) -> None:
     """Verify an env on every node: one table node x check, slowest and failing nodes highlighted."""
-    from pathlib import Path
-
     from envkit.cli import output
     from envkit.fleet.verify import VERIFY_TIMEOUT, Target, fleet_verify
     from envkit.fsutil import atomic_write_text
 
-    runner = _launcher(launcher, partition, count, nodelist, exclude, account, time_limit, gpus_per_node, srun_args)
+    runner = nodes.runner()
     result = fleet_verify(runner, Target(name, prefix, python_exe), all_gpus=all_gpus, quick=quick, nccl=nccl,
-                          nproc=nproc_per_node, timeout=timeout or VERIFY_TIMEOUT)
+                          nproc=nproc_per_node, timeout=nodes.timeout or VERIFY_TIMEOUT)
     if report_file:
         atomic_write_text(Path(report_file), output.dump_json(result.to_json()) + "\n")
     if as_json:
@@ -236,26 +263,20 @@ def verify_cmd(name: str | None, prefix: str | None, python_exe: str | None, all
 @build_options
 @fleet_options
 def create_cmd(name: str, bundle_dir: str | None, bundle_out: str | None, prefix_template: str | None, force: bool,
-               stage: str, stage_dir: str | None, early: bool, per_partition: bool, quiet: bool, as_json: bool, spec: str | None, env_file: str | None, no_adapt: bool, cuda: str | None,
-               torch_spec: str | None, python: str | None, flavor: str | None, mirror: str | None,
-               channels: tuple[str, ...], launcher: str,
-               partition: str | None, count: int | None, nodelist: str | None, exclude: tuple[str, ...],
-               account: str | None, time_limit: str | None, gpus_per_node: int | None, srun_args: tuple[str, ...],
-               timeout: float | None) -> None:
+               stage: str, stage_dir: str | None, early: bool, per_partition: bool, quiet: bool, as_json: bool,
+               spec: str | None, env_file: str | None, no_adapt: bool, mirror: str | None,
+               channels: tuple[str, ...], *, selectors: Selectors, nodes: Nodes) -> None:
     """Select for the fleet, solve once, bundle, install on every node in parallel, check they are identical."""
     import time
-    from pathlib import Path
 
     from envkit.cli import output
-    from envkit.lock.bundle import bundle_from_spec
     from envkit.errors import ExitCode, UsageError
     from envkit.fleet.create import CREATE_TIMEOUT, fleet_create, fleet_create_per_partition
-    from envkit.fleet.select import request_for_fleet
     from envkit.prefix.locations import check_name, default_prefix
 
     check_name(name)
-    runner = _launcher(launcher, partition, count, nodelist, exclude, account, time_limit, gpus_per_node, srun_args)
-    request = _request(cuda, torch_spec, python, flavor, cuda not in (None, "auto"))
+    runner = nodes.runner()
+    request = selectors.request(no_driver_check=selectors.cuda_given)
     out = Path(bundle_out) if bundle_out else (
         default_prefix(name).parent / ".envkit-bundles" / f"{name}-{time.strftime('%Y%m%dT%H%M%S')}")
     quiet = quiet or as_json
@@ -267,28 +288,21 @@ def create_cmd(name: str, bundle_dir: str | None, bundle_out: str | None, prefix
         raise UsageError("--per-partition installs a different build per partition: one shared prefix cannot "
                          "hold them", f"give --prefix with {{node}} or {{partition}}, e.g. --prefix "
                          f"'/shared/envs/{{partition}}/{name}'")
-
-    def make_bundle(fleet: Any, out: Path) -> Any:
-        if fleet is None:  # --file --no-adapt: taken literally, for whatever machine
-            opts = _create_options(name, spec, request, flavor is not None, mirror, channels, env_file=env_file,
-                                   no_adapt=no_adapt)
-        else:
-            opts = _create_options(name, spec, request_for_fleet(fleet, request), flavor is not None, mirror,
-                                   channels, fleet.driver_version, fleet.compute_capabilities, env_file, no_adapt)
-        return bundle_from_spec(opts, out, on_step=None if quiet else lambda t: output.plain(f"  {t}", err=True))
-
+    maker = _BundleMaker(name, spec, request, selectors.flavor_given, mirror, channels, env_file, no_adapt,
+                         on_step=None if quiet else lambda t: output.plain(f"  {t}", err=True))
     table = LiveNodes(quiet)
     with table:
         if per_partition:
-            results = fleet_create_per_partition(runner, name, bundle_dir=out, make_bundle=make_bundle,
+            results = fleet_create_per_partition(runner, name, bundle_dir=out, make_bundle=maker,
                                                  request=request, prefix_template=prefix_template, force=force,
-                                                 timeout=timeout or CREATE_TIMEOUT, stage=stage, stage_dir=stage_dir,
-                                                 early=early,
+                                                 timeout=nodes.timeout or CREATE_TIMEOUT, stage=stage,
+                                                 stage_dir=stage_dir, early=early,
                                                  on_step=None if quiet else table.note, on_event=table.event)
         else:
             results = [fleet_create(runner, name, bundle_dir=Path(bundle_dir) if bundle_dir else out,
-                                    make_bundle=None if bundle_dir else make_bundle, request=request,
-                                    prefix_template=prefix_template, force=force, timeout=timeout or CREATE_TIMEOUT,
+                                    make_bundle=None if bundle_dir else maker, request=request,
+                                    prefix_template=prefix_template, force=force,
+                                    timeout=nodes.timeout or CREATE_TIMEOUT,
                                     select=not (env_file and no_adapt), stage=stage, stage_dir=stage_dir,
                                     early=early,
                                     on_step=None if quiet else table.note, on_event=table.event)]
@@ -305,6 +319,35 @@ def create_cmd(name: str, bundle_dir: str | None, bundle_out: str | None, prefix
         raise SystemExit(int(ExitCode.ERROR))
 
 
+@dataclass(frozen=True)
+class _BundleMaker:
+    """fleet create's make_bundle: solve once for a fleet's build (None: --file --no-adapt, taken literally)
+    and bundle it into `out`."""
+
+    name: str
+    spec: str | None
+    request: Request
+    flavor_given: bool
+    mirror: str | None
+    channels: tuple[str, ...]
+    env_file: str | None
+    no_adapt: bool
+    on_step: Callable[[str], None] | None
+
+    def __call__(self, fleet: FleetSelection | None, out: Path) -> Bundle:
+        from envkit.fleet.select import request_for_fleet
+        from envkit.lock.bundle import bundle_from_spec
+
+        if fleet is None:  # --file --no-adapt: taken literally, for whatever machine
+            opts = _create_options(self.name, self.spec, self.request, self.flavor_given, self.mirror, self.channels,
+                                   env_file=self.env_file, no_adapt=self.no_adapt)
+        else:
+            opts = _create_options(self.name, self.spec, request_for_fleet(fleet, self.request), self.flavor_given,
+                                   self.mirror, self.channels, fleet.driver_version, fleet.compute_capabilities,
+                                   self.env_file, self.no_adapt)
+        return bundle_from_spec(opts, out, on_step=self.on_step)
+
+
 class LiveNodes:
     """A live per-node table on stderr (rich), fed by the launcher's events; silent when quiet."""
 
@@ -314,7 +357,7 @@ class LiveNodes:
         self.quiet = quiet
         self.rows: dict[str, tuple[str, float, float | None, str]] = {}
         self.lock = threading.Lock()
-        self.live: Any = None
+        self.live: Live | None = None
 
     def __enter__(self) -> LiveNodes:
         if not self.quiet:
@@ -335,7 +378,7 @@ class LiveNodes:
         if self.live is not None:
             self.live.console.print(f"  {text}", highlight=False, markup=False)
 
-    def event(self, node: str, what: str, run: Any) -> None:
+    def event(self, node: str, what: str, run: NodeRun | None) -> None:
         import time
 
         with self.lock:
@@ -350,7 +393,7 @@ class LiveNodes:
                 error = "" if ok or run is None else (run.error or run.stderr_tail(1))
                 self.rows[node] = ("done" if ok else "FAILED", started, run.seconds if run else 0.0, error)
 
-    def render(self) -> Any:
+    def render(self) -> Table:
         import time
 
         from rich.table import Table
@@ -369,7 +412,7 @@ class LiveNodes:
 
 
 # -- rendering ------------------------------------------------------------------------------------
-def _gpus(machine: Any) -> str:
+def _gpus(machine: Machine | None) -> str:
     if machine is None:
         return ""
     if not machine.gpus:
@@ -388,7 +431,7 @@ def _own_build(sel: dict[str, Any] | None, error: str | None) -> str:
     return f"torch {sel['torch']} {cuda} py{sel['python']}"
 
 
-def print_inventory(inv: Any) -> None:
+def print_inventory(inv: Inventory) -> None:
     from rich.table import Table
 
     from envkit.cli.output import console, esc
@@ -411,7 +454,7 @@ def print_inventory(inv: Any) -> None:
     con.print(f"{ok} of {len(inv.nodes)} node(s) answered in {inv.seconds:.2f} s ({inv.launcher})")
 
 
-def print_fleet_selection(fl: Any) -> None:
+def print_fleet_selection(fl: FleetSelection) -> None:
     from envkit.cli.output import console, esc
 
     con = console()
@@ -438,7 +481,7 @@ _CHECK_COLUMNS = (("import", "import"), ("driver", "driver"), ("architecture", "
 _STYLE = {"PASS": "green", "FAIL": "bold red", "SKIPPED": "dim", "WARN": "yellow"}
 
 
-def print_fleet_verify(result: Any) -> None:
+def print_fleet_verify(result: FleetVerify) -> None:
     from rich.table import Table
 
     from envkit.cli.output import console, esc
@@ -475,7 +518,7 @@ def print_fleet_verify(result: Any) -> None:
               f"({result.seconds:.1f} s)")
 
 
-def print_fleet_create(result: Any) -> None:
+def print_fleet_create(result: FleetCreate) -> None:
     from rich.table import Table
 
     from envkit.cli.output import console, esc

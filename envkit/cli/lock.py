@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
-from envkit.cli.options import EPILOG, _from_config, _request, selection_options
+from envkit.cli.options import EPILOG, Selectors, _from_config, selection_options
 
-
-def print_lock(result: object, output: str, version: int) -> None:
-    from envkit.cli import output as out
+if TYPE_CHECKING:
     from envkit.lock.solve import LockResult
 
-    assert isinstance(result, LockResult)
+
+def print_lock(result: LockResult, output: str, version: int) -> None:
+    from envkit.cli import output as out
+
     for row in result.results:
         cuda = next((v.split("=")[1] for v in row.virtual_packages if v.startswith("__cuda")), None)
         out.plain(f"{row.platform}: {row.packages} packages"
@@ -26,14 +28,12 @@ def print_lock(result: object, output: str, version: int) -> None:
               err=True)
 
 
-def write_result(result: object, output: str | None, version: int) -> None:
+def write_result(result: LockResult, output: str | None, version: int) -> None:
     from pathlib import Path
 
     from envkit.fsutil import atomic_write_text
-    from envkit.lock.solve import LockResult
     from envkit.lock.file import LOCK_NAME, render_lock
 
-    assert isinstance(result, LockResult)
     target = output or LOCK_NAME
     if target == "-":
         sys.stdout.write(render_lock(result.lock, version))
@@ -62,10 +62,8 @@ def write_result(result: object, output: str | None, version: int) -> None:
               "no wheel for it, -e, a local path) instead of keeping a note.")
 @selection_options
 def lock_cmd(name: str | None, spec: str | None, env_file: str | None, no_adapt: bool, platforms: tuple[str, ...],
-         output: str | None, lock_version: str, mirror: str | None, channels: tuple[str, ...], strict: bool,
-         cuda: str | None, torch_spec: str | None, python: str | None, flavor: str | None,
-         driver_version: str | None, compute_capability: tuple[str, ...], no_driver_check: bool,
-         offline: bool = False, refresh: bool = False) -> None:
+             output: str | None, lock_version: str, mirror: str | None, channels: tuple[str, ...], strict: bool, *,
+             selectors: Selectors) -> None:
     """Solve an env for several platforms (no install) into one lock file the team shares.
 
     Linux and Windows are solved with __cuda at the selection's CUDA level; macOS without CUDA
@@ -80,17 +78,14 @@ def lock_cmd(name: str | None, spec: str | None, env_file: str | None, no_adapt:
     from envkit.errors import UsageError
     from envkit.lock.solve import lock_env
 
-    if offline and refresh:
-        raise UsageError("--offline and --refresh contradict each other", "pass one of them")
-    from envkit.engines.repodata import mode_from
-
+    catalogue = selectors.catalogue_mode()  # --offline with --refresh: a usage error before anything else
     if name is None and env_file is None and spec is None:
         raise UsageError("nothing to lock", "envkit lock dl_train --platform linux-64 (or --file environment.yml)")
     if spec is None and env_file is None:
         spec = name
     result = lock_env(platforms=platforms, spec=spec, file=Path(env_file) if env_file else None, no_adapt=no_adapt,
-                      name=name or "envkit", request=_request(cuda, torch_spec, python, flavor, no_driver_check),
-                      flavor_given=flavor is not None, mirror=_from_config(mirror, "mirror"), channels=channels,
-                      driver_version=driver_version, compute_capabilities=compute_capability,
-                      catalogue=mode_from(offline, refresh), strict=strict)
+                      name=name or "envkit", request=selectors.request(), flavor_given=selectors.flavor_given,
+                      mirror=_from_config(mirror, "mirror"), channels=channels,
+                      driver_version=selectors.driver_version, compute_capabilities=selectors.compute_capabilities,
+                      catalogue=catalogue, strict=strict)
     write_result(result, output, int(lock_version))

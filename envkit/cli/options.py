@@ -2,13 +2,17 @@
 
 Precedence in one place: command-line flag > ENVKIT_* (click's envvar) > config file > default.
 A bad value is a usage error (exit 2) raised by click before any work, on every verb alike
-(tests/unit/cli/test_options.py walks every verb x bad value). Imports only click at import time.
+(tests/unit/cli/test_options.py walks every verb x bad value). The selection options reach a command as
+ONE keyword argument, `selectors` (a Selectors), whose methods build the Request and the catalogue mode.
+Imports only click at import time.
 """
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -103,14 +107,77 @@ def apply(func: Callable[..., Any], *options: Callable[[Callable[..., Any]], Cal
     return func
 
 
+@dataclass(frozen=True)
+class Selectors:
+    """What to select, and for which machine, as click validated it: --cuda --torch --python --flavor
+    --driver-version --compute-capability --no-driver-check --offline --refresh (None, () or False: not
+    given; a verb without one of these options gets its default here)."""
+
+    cuda: str | None = None
+    torch: str | None = None
+    python: str | None = None
+    flavor: str | None = None
+    driver_version: str | None = None
+    compute_capabilities: tuple[str, ...] = ()
+    no_driver_check: bool = False
+    offline: bool = False
+    refresh: bool = False
+
+    @property
+    def flavor_given(self) -> bool:
+        """--flavor (or ENVKIT_FLAVOR) was given: a spec's or file's own flavor does not override it."""
+        return self.flavor is not None
+
+    @property
+    def cuda_given(self) -> bool:
+        """--cuda X.Y or cpu (not auto): bundle and fleet plan for it even above this machine's driver."""
+        return self.cuda not in (None, "auto")
+
+    def request(self, *, no_driver_check: bool | None = None, spec_python: str | None = None) -> Request:
+        """The Request (the one flags -> Request, `_request`); `no_driver_check` overrides the flag's value."""
+        return _request(self.cuda, self.torch, self.python, self.flavor,
+                        self.no_driver_check if no_driver_check is None else no_driver_check, spec_python)
+
+    def catalogue_mode(self) -> str:
+        """auto | offline | refresh, from --offline / --refresh (both: a usage error)."""
+        return _catalogue_mode(self.offline, self.refresh)
+
+
+# click parameter name -> Selectors field
+_SELECTOR_PARAMS = {"cuda": "cuda", "torch_spec": "torch", "python": "python", "flavor": "flavor",
+                    "driver_version": "driver_version", "compute_capability": "compute_capabilities",
+                    "no_driver_check": "no_driver_check", "offline": "offline", "refresh": "refresh"}
+
+
+def collect(keyword: str, into: Callable[..., Any], params: Mapping[str, str],
+            ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A command gets the options named in `params` (click name -> field) that it declares as ONE keyword
+    argument, `keyword`=into(**fields). Apply it once per group, before (under) its options: click calls
+    the function the decorators return with every option, so the options may sit anywhere in the stack."""
+    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(func)  # keeps the options already declared below (click's __click_params__)
+        def command(*args: Any, **kwargs: Any) -> Any:
+            given = {field: kwargs.pop(param) for param, field in params.items() if param in kwargs}
+            return func(*args, **{keyword: into(**given)}, **kwargs)
+
+        return command
+
+    return decorate
+
+
+collect_selectors = collect("selectors", Selectors, _SELECTOR_PARAMS)
+
+
 def what_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """What to build: --cuda, --torch, --python, --flavor (every verb that selects a build)."""
-    return apply(func, cuda_option(), torch_option(), python_option(), flavor_option())
+    """What to build: --cuda, --torch, --python, --flavor (every verb that selects a build), as `selectors`."""
+    return apply(collect_selectors(func), cuda_option(), torch_option(), python_option(), flavor_option())
 
 
 def selection_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """The options shared by detect, render, create and lock (what to select, and for which machine)."""
-    return apply(func, cuda_option(), torch_option(), python_option(), flavor_option(), driver_option(), cc_option(),
+    """The options shared by detect, render, create and lock (what to select, and for which machine), as
+    `selectors`."""
+    return apply(collect_selectors(func), cuda_option(), torch_option(), python_option(), flavor_option(),
+                 driver_option(), cc_option(),
                  click.option("--no-driver-check", is_flag=True, help="Allow --cuda above what the driver reports."),
                  click.option("--offline", is_flag=True,
                               help="Select from the cached channel catalogue (else the static data); no network."),

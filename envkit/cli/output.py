@@ -10,10 +10,17 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any, TextIO
+from contextlib import AbstractContextManager, contextmanager
+from typing import TYPE_CHECKING, Any, TextIO
 
 from envkit.models import DetectResult, Machine, Selection
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from envkit.create import CreateResult
+    from envkit.engines.rattler_engine import Progress
+    from envkit.verify.report import VerifyReport
 
 
 def machine_json(machine: Machine) -> dict[str, Any]:
@@ -38,7 +45,7 @@ def esc(text: str) -> str:
     return escape(text)
 
 
-def console(stderr: bool = False) -> Any:
+def console(stderr: bool = False) -> Console:
     from rich.console import Console
 
     return Console(stderr=stderr, highlight=False, soft_wrap=True)
@@ -90,7 +97,7 @@ def print_catalogue(table: dict[str, Any]) -> None:
         con.print(grid)
 
 
-def print_selection(sel: Selection, con: Any | None = None) -> None:
+def print_selection(sel: Selection, con: Console | None = None) -> None:
     con = con or console()
     build = f"CUDA {sel.cuda} ({sel.variant})" if sel.cuda else "[yellow]CPU only[/]"
     con.print(f"[bold green]Selected:[/] torch {sel.torch} · {build} · python {sel.python} · flavor {sel.flavor}")
@@ -131,7 +138,7 @@ _STATUS_STYLE = {"pass": "green", "fail": "bold red", "warn": "yellow", "skip": 
 _OUTCOME_STYLE = {"PASS": "bold green", "FAIL": "bold red", "SKIPPED": "bold yellow"}
 
 
-def print_verify(report: Any) -> None:
+def print_verify(report: VerifyReport) -> None:
     from rich.table import Table
 
     con = console()
@@ -161,12 +168,12 @@ def human_size(n: int | None) -> str:
     return f"{size:.1f} GiB"
 
 
-def print_changes(result: Any) -> None:
+def print_changes(result: CreateResult) -> None:
     for change in getattr(result, "changes", ()):
         plain(f"changed: {change}", err=True)
 
 
-def print_plan(result: Any) -> None:
+def print_plan(result: CreateResult) -> None:
     from rich.table import Table
 
     print_changes(result)
@@ -185,7 +192,7 @@ def print_plan(result: Any) -> None:
               "Dry run: nothing was installed.")
 
 
-def print_created(result: Any) -> None:
+def print_created(result: CreateResult) -> None:
     from envkit.shell.activate import next_steps
 
     print_changes(result)
@@ -216,7 +223,7 @@ class _PlainProgress:
 
         self.progress = Progress(phase=lambda name: plain(f"{name}...", err=True))
 
-    def __enter__(self) -> Any:
+    def __enter__(self) -> Progress:
         return self.progress
 
     def __exit__(self, *exc: Any) -> None:
@@ -262,7 +269,7 @@ class _RichProgress:
         self.progress = Progress(phase=phase, download_total=download_total, download_bytes=download_bytes,
                                  link_total=link_total, linked=linked)
 
-    def __enter__(self) -> Any:
+    def __enter__(self) -> Progress:
         self.bar.start()
         return self.progress
 
@@ -271,7 +278,7 @@ class _RichProgress:
 
 
 class _QuietProgress:
-    def __enter__(self) -> Any:
+    def __enter__(self) -> Progress:
         from envkit.engines.rattler_engine import Progress
 
         return Progress()
@@ -280,7 +287,7 @@ class _QuietProgress:
         return None
 
 
-def progress(quiet: bool) -> Any:
+def progress(quiet: bool) -> AbstractContextManager[Progress]:
     """Rich bars on a terminal, plain phase lines otherwise, nothing with --quiet/--json."""
     if quiet:
         return _QuietProgress()

@@ -8,9 +8,12 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
+
+if TYPE_CHECKING:
+    from envkit.create import CreateResult
 
 SHELL_CHOICE = click.Choice(["bash", "zsh", "sh", "fish"])
 
@@ -29,7 +32,7 @@ def _notes(notes: tuple[str, ...]) -> None:
         output.plain(f"envkit: note: {note}", err=True)
 
 
-def with_kernel(result: Any, name: str, *, skip: bool) -> Any:
+def with_kernel(result: CreateResult, name: str, *, skip: bool) -> CreateResult:
     """After `envkit create`: register the env as a Jupyter kernel when it has ipykernel; the outcome
     is one more note of the result (a kernel that cannot be written never fails the create)."""
     from dataclasses import replace

@@ -11,17 +11,33 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import FrameType
+from typing import TYPE_CHECKING, Any
 
 from envkit.errors import EnvkitError
+from envkit.fleet.inventory import Inventory, inventory
 from envkit.fleet.launcher import Launcher, NodeRun, NodeSlot, envkit_argv, run_all
+from envkit.fleet.select import FleetSelection, select_fleet, select_per_partition
+from envkit.fsutil import remove_at_exit
+from envkit.lock.bundle import MANIFEST, load_bundle
+from envkit.models import Request
+from envkit.prefix.locations import default_prefix
+
+if TYPE_CHECKING:
+    from envkit.lock.bundle import Bundle
+
+# fleet create's make_bundle: (the fleet's build, or None for a file taken as is; the folder) -> the bundle written
+MakeBundle = Callable[[FleetSelection | None, Path], "Bundle"]
 
 CREATE_TIMEOUT = 1800.0
+DEFAULT_REQUEST = Request()  # newest torch, conda-forge, CUDA as detected on the nodes
 CHECK_TIMEOUT = 120.0
 # Runs with the env's own python on each node: which package records does this node see?
 _CHECK = ("import json, os, sys; m = os.path.join(sys.prefix, 'conda-meta'); "
@@ -83,8 +99,6 @@ def wait_for_go(bundle_dir: Path, stage_base: str | None = None) -> Path:
         print("error: fleet create stopped before the bundle was complete; nothing was made on this node",
               file=sys.stderr)
         raise SystemExit(GATE_CLOSED_RC)
-    from envkit.lock.bundle import MANIFEST
-
     if not os.access(bundle_dir / MANIFEST, os.R_OK):
         print(NO_BUNDLE, flush=True)
         raise SystemExit(NO_BUNDLE_RC)
@@ -99,9 +113,7 @@ def receive_staged_bundle(stage_base: str | None) -> Path:
     import tarfile
     import tempfile
 
-    from envkit.fsutil import remove_at_exit
-
-    def leave(signum: int, _frame: Any) -> None:
+    def leave(signum: int, _frame: FrameType | None) -> None:
         raise SystemExit(128 + signum)  # unwinds through envkit's exit path, which removes the folder
 
     for sig in (signal.SIGTERM, signal.SIGHUP):
@@ -152,7 +164,7 @@ class FleetCreate:
     shared: bool
     seconds: float
     phases: dict[str, float] = field(default_factory=dict)
-    fleet: Any = None  # FleetSelection when this run selected (not when given a bundle)
+    fleet: FleetSelection | None = None  # when this run selected (not when given a bundle)
     partition: str | None = None  # --per-partition: the partition this build is for
 
     @property
@@ -230,65 +242,101 @@ def install_everywhere(launcher: Launcher, nodes: Sequence[NodeSlot], name: str,
     `make`: writes the bundle at `bundle_dir` while the nodes start (see GO); its error is raised after
     every node has left. None: the bundle is there already. `early=False`: make it first, then start the
     nodes (they are held only for the install)."""
-    import tempfile
-
-    from envkit.prefix.locations import default_prefix
-
     shared = prefix_template is None or "{node}" not in prefix_template
-    phases: dict[str, float] = {}
+    rollout = _Rollout(launcher, name, bundle_dir, prefix_template, force, timeout, stage, stage_dir, on_event, make,
+                       shared_prefix=prefix_template or str(default_prefix(name)),
+                       bundle_path=str(bundle_dir.absolute()))
     if make is not None and not early:
-        t0 = time.perf_counter()
-        make()
-        phases["solve+bundle"] = time.perf_counter() - t0
-        make = None
+        rollout.make_first()
+    usable = [n for n in nodes if n.usable]
+    made_before = rollout.phases.get("solve+bundle", 0.0)  # --no-early-start: made before the nodes started
+    start = time.perf_counter()
+    results: dict[str, NodeCreate] = {n.name: NodeCreate(n.name, False, None, error=n.reason, phase="select")
+                                      for n in nodes if not n.usable}
+    try:
+        runs = rollout.install(usable[:1] if shared else usable)
+    finally:
+        rollout.drop_workdir()
+    rollout.phases["install"] = (time.perf_counter() - start
+                                 - (rollout.phases.get("solve+bundle", 0.0) - made_before))
+    if shared and rollout.shared_failed(runs, usable, results):
+        return [results[n.name] for n in nodes], shared, rollout.phases
+    rollout.record(runs, results)
+    rollout.check_the_rest([n for n in usable if n.name not in results], results)
+    return [results[n.name] for n in nodes], shared, rollout.phases
 
-    shared_prefix = prefix_template or str(default_prefix(name))
-    bundle_path = str(bundle_dir.absolute())
 
-    def python_on(node: NodeSlot) -> str:
-        return str(Path(prefix_for(prefix_template, name, node.name) or shared_prefix) / "bin" / "python")
+@dataclass
+class _Rollout:
+    """One install_everywhere: what each node runs (create behind the gate, then the record check), how
+    the bundle reaches it (its path, or staged through stdin), and what the run did so far."""
 
-    def create_argv(node: NodeSlot) -> list[str]:
+    launcher: Launcher
+    name: str
+    bundle_dir: Path
+    prefix_template: str | None
+    force: bool
+    timeout: float
+    stage: str  # auto | always | never (STAGE_MODES)
+    stage_dir: str | None
+    on_event: Callable[[str, str, NodeRun | None], None] | None
+    make: Callable[[], None] | None  # writes the bundle; None once made (or when it was there already)
+    shared_prefix: str
+    bundle_path: str
+    phases: dict[str, float] = field(default_factory=dict)
+    staged: set[str] = field(default_factory=set)  # nodes the bundle was staged onto
+    workdir: Path | None = None  # where the one tar for staged nodes lies
+
+    # -- what each node runs ----------------------------------------------------------------------
+    def python_on(self, node: NodeSlot) -> str:
+        return str(Path(prefix_for(self.prefix_template, self.name, node.name) or self.shared_prefix) / "bin" / "python")
+
+    def create_argv(self, node: NodeSlot) -> list[str]:
         """create behind the gate, then (same srun, no second round trip) the record check with the new
         env's python. The node probes for the bundle itself, after the go."""
-        argv = [*envkit_argv(), "create", name, "--bundle", bundle_path, "--no-verify", "--quiet", "--bundle-gate"]
-        prefix = prefix_for(prefix_template, name, node.name)
+        argv = [*envkit_argv(), "create", self.name, "--bundle", self.bundle_path, "--no-verify", "--quiet",
+                "--bundle-gate"]
+        prefix = prefix_for(self.prefix_template, self.name, node.name)
         if prefix:
             argv += ["--prefix", prefix]
-        if force:
+        if self.force:
             argv.append("--force")
-        base = (stage_dir or "").replace("{node}", node.name)
+        base = (self.stage_dir or "").replace("{node}", node.name)
         if base:
             argv += ["--bundle-stage-dir", base]
-        return ["sh", "-c", _CREATE_THEN_CHECK, "envkit-fleet-create", python_on(node), _CHECK, *argv]
+        return ["sh", "-c", _CREATE_THEN_CHECK, "envkit-fleet-create", self.python_on(node), _CHECK, *argv]
 
-    staged: set[str] = set()
-    workdir: list[Path] = []
+    def check_argv(self, node: NodeSlot) -> list[str]:
+        return [self.python_on(node), "-I", "-c", _CHECK]
 
-    def quiet(node: str, what: str, run: NodeRun | None) -> None:
-        if on_event and not (stage == "auto" and run is not None and _needs_bundle(run)):
-            on_event(node, what, run)
+    # -- the bundle: made, tarred once, sent to staged nodes ---------------------------------------
+    def make_first(self) -> None:
+        """--no-early-start: the bundle is made before any node starts."""
+        assert self.make is not None
+        t0 = time.perf_counter()
+        self.make()
+        self.phases["solve+bundle"] = time.perf_counter() - t0
+        self.make = None
 
-    def tar_once() -> None:
-        if not workdir:
+    def tar_once(self) -> None:
+        if self.workdir is None:
             t0 = time.perf_counter()
-            workdir.append(Path(tempfile.mkdtemp(prefix="envkit-stage-")))
-            tar_bundle(bundle_dir, workdir[0])
-            phases["tar"] = time.perf_counter() - t0
+            self.workdir = Path(tempfile.mkdtemp(prefix="envkit-stage-"))
+            tar_bundle(self.bundle_dir, self.workdir)
+            self.phases["tar"] = time.perf_counter() - t0
 
-    def make_and_tar() -> None:
-        if make is not None:
+    def make_and_tar(self) -> None:
+        if self.make is not None:
             t0 = time.perf_counter()
-            make()
-            phases["solve+bundle"] = time.perf_counter() - t0
-        tar_once()
+            self.make()
+            self.phases["solve+bundle"] = time.perf_counter() - t0
+        self.tar_once()
 
-    def send_tar(fd: int) -> None:
+    def send_tar(self, fd: int) -> None:
         """The gate of a staged node: STAGE_TAR, then the tar itself (sendfile: no copy through Python)."""
-        import os
-
+        assert self.workdir is not None
         os.write(fd, f"{STAGE_TAR}\n".encode())
-        with (workdir[0] / "bundle.tar").open("rb") as tar:
+        with (self.workdir / "bundle.tar").open("rb") as tar:
             size, offset = os.fstat(tar.fileno()).st_size, 0
             while offset < size:
                 sent = os.sendfile(fd, tar.fileno(), offset, size - offset)
@@ -296,69 +344,72 @@ def install_everywhere(launcher: Launcher, nodes: Sequence[NodeSlot], name: str,
                     break
                 offset += sent
 
-    def install(targets: Sequence[NodeSlot]) -> list[NodeRun]:
+    def drop_workdir(self) -> None:
+        if self.workdir is not None:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    # -- the install ------------------------------------------------------------------------------
+    def quiet(self, node: str, what: str, run: NodeRun | None) -> None:
+        """--stage-bundle auto: a node's first answer "no bundle here" is not shown (it is staged next)."""
+        if self.on_event and not (self.stage == "auto" and run is not None and _needs_bundle(run)):
+            self.on_event(node, what, run)
+
+    def install(self, targets: Sequence[NodeSlot]) -> list[NodeRun]:
         """Every path goes through the gate: the nodes start at once and wait while the bundle is made
         (`make`), or just as long as the gate takes to open (a bundle that exists already)."""
-        if stage == "always":
-            staged.update(n.name for n in targets)
-            return _gated(launcher, targets, create_argv, make_and_tar, timeout=timeout, on_event=quiet,
-                          feed=send_tar)
-        runs = _gated(launcher, targets, create_argv, make or (lambda: None), timeout=timeout, on_event=quiet,
-                      phases=phases if make else None)
+        if self.stage == "always":
+            self.staged.update(n.name for n in targets)
+            return _gated(self.launcher, targets, self.create_argv, self.make_and_tar, timeout=self.timeout,
+                          on_event=self.quiet, feed=self.send_tar)
+        runs = _gated(self.launcher, targets, self.create_argv, self.make or (lambda: None), timeout=self.timeout,
+                      on_event=self.quiet, phases=self.phases if self.make else None)
         missing = {r.node for r in runs if _needs_bundle(r)}
-        if stage == "never":
-            return [_unreadable(r, bundle_path) if r.node in missing else r for r in runs]
+        if self.stage == "never":
+            return [_unreadable(r, self.bundle_path) if r.node in missing else r for r in runs]
         if not missing:
             return runs
-        staged.update(missing)
-        again = _gated(launcher, [n for n in targets if n.name in missing], create_argv, tar_once, timeout=timeout,
-                       on_event=on_event or (lambda *_: None), feed=send_tar)
+        self.staged.update(missing)
+        again = _gated(self.launcher, [n for n in targets if n.name in missing], self.create_argv, self.tar_once,
+                       timeout=self.timeout, on_event=self.on_event or (lambda *_: None), feed=self.send_tar)
         by_node = {r.node: r for r in again}
         return [by_node.get(r.node, r) for r in runs]
 
-    usable = [n for n in nodes if n.usable]
-    made_before = phases.get("solve+bundle", 0.0)  # --no-early-start: made before the nodes started
-    start = time.perf_counter()
-    results: dict[str, NodeCreate] = {n.name: NodeCreate(n.name, False, None, error=n.reason, phase="select")
-                                      for n in nodes if not n.usable}
-    try:
-        runs = install(usable[:1] if shared else usable)
-    finally:
-        for folder in workdir:
-            shutil.rmtree(folder, ignore_errors=True)
-    phases["install"] = time.perf_counter() - start - (phases.get("solve+bundle", 0.0) - made_before)
-    if shared:
+    # -- the rows ---------------------------------------------------------------------------------
+    def shared_failed(self, runs: Sequence[NodeRun], usable: Sequence[NodeSlot],
+                      results: dict[str, NodeCreate]) -> bool:
+        """A shared prefix the first node could not create: its row, and every other node's "not checked"."""
         failed_first = [r for r in runs if not r.ok]
         for run in failed_first:
-            results[run.node] = NodeCreate(run.node, False, prefix_template, seconds=run.seconds, error=_error_of(run),
-                                           staged=run.node in staged)
-        if failed_first:
-            for node in usable[1:]:
-                results[node.name] = NodeCreate(node.name, False, prefix_template,
-                                                error=f"not checked: the shared prefix was not created on "
-                                                      f"{failed_first[0].node}", phase="check")
-            return [results[n.name] for n in nodes], shared, phases
-    for run in runs:
-        where = prefix_for(prefix_template, name, run.node) or shared_prefix
-        if not run.ok:
-            results[run.node] = NodeCreate(run.node, False, where, seconds=run.seconds, error=_error_of(run),
-                                           staged=run.node in staged)
-            continue
-        digest, count, error = _check(run)
-        results[run.node] = NodeCreate(run.node, error is None, where, count, digest, run.seconds, error,
-                                       "check" if error else "done", run.node in staged)
-    start = time.perf_counter()
-    to_check = [n for n in usable if n.name not in results]  # a shared prefix: the nodes that did not create it
+            results[run.node] = NodeCreate(run.node, False, self.prefix_template, seconds=run.seconds,
+                                           error=_error_of(run), staged=run.node in self.staged)
+        if not failed_first:
+            return False
+        for node in usable[1:]:
+            results[node.name] = NodeCreate(node.name, False, self.prefix_template,
+                                            error=f"not checked: the shared prefix was not created on "
+                                                  f"{failed_first[0].node}", phase="check")
+        return True
 
-    def check_argv(node: NodeSlot) -> list[str]:
-        return [python_on(node), "-I", "-c", _CHECK]
+    def record(self, runs: Sequence[NodeRun], results: dict[str, NodeCreate]) -> None:
+        """The rows of the nodes that installed: failed, or the record check their run ended with."""
+        for run in runs:
+            where = prefix_for(self.prefix_template, self.name, run.node) or self.shared_prefix
+            if not run.ok:
+                results[run.node] = NodeCreate(run.node, False, where, seconds=run.seconds, error=_error_of(run),
+                                               staged=run.node in self.staged)
+                continue
+            digest, count, error = _check(run)
+            results[run.node] = NodeCreate(run.node, error is None, where, count, digest, run.seconds, error,
+                                           "check" if error else "done", run.node in self.staged)
 
-    for run in run_all(launcher, to_check, check_argv, timeout=CHECK_TIMEOUT):
-        digest, count, error = _check(run)
-        results[run.node] = NodeCreate(run.node, error is None, shared_prefix, count, digest, run.seconds, error,
-                                       "check" if error else "done")
-    phases["check"] = time.perf_counter() - start
-    return [results[n.name] for n in nodes], shared, phases
+    def check_the_rest(self, to_check: Sequence[NodeSlot], results: dict[str, NodeCreate]) -> None:
+        """A shared prefix: the nodes that did not create it check the records they see there."""
+        start = time.perf_counter()
+        for run in run_all(self.launcher, to_check, self.check_argv, timeout=CHECK_TIMEOUT):
+            digest, count, error = _check(run)
+            results[run.node] = NodeCreate(run.node, error is None, self.shared_prefix, count, digest, run.seconds,
+                                           error, "check" if error else "done")
+        self.phases["check"] = time.perf_counter() - start
 
 
 def _unreadable(run: NodeRun, bundle_path: str) -> NodeRun:
@@ -455,7 +506,7 @@ def _gated(launcher: Launcher, targets: Sequence[NodeSlot], argv_for: Callable[[
 
 
 def fleet_create(launcher: Launcher, name: str, *, bundle_dir: Path,
-                 make_bundle: Callable[[Any, Path], Any] | None, request: Any = None,
+                 make_bundle: MakeBundle | None, request: Request = DEFAULT_REQUEST,
                  prefix_template: str | None = None, force: bool = False, timeout: float = CREATE_TIMEOUT,
                  select: bool = True, stage: str = "auto", stage_dir: str | None = None, early: bool = True,
                  on_step: Callable[[str], None] | None = None,
@@ -463,8 +514,6 @@ def fleet_create(launcher: Launcher, name: str, *, bundle_dir: Path,
     """With `make_bundle` ((FleetSelection, folder) -> Bundle): inventory, select, then solve once and bundle
     while the nodes start (`select=False`: a file taken literally has nothing to select); else install the
     existing bundle at `bundle_dir`. Then install everywhere."""
-    from envkit.lock.bundle import load_bundle
-
     step = on_step or (lambda _t: None)
     start = time.perf_counter()
     phases: dict[str, float] = {}
@@ -473,9 +522,6 @@ def fleet_create(launcher: Launcher, name: str, *, bundle_dir: Path,
     make = None
     if make_bundle is not None:
         if select:
-            from envkit.fleet.inventory import inventory
-            from envkit.fleet.select import select_fleet
-
             step(f"detecting {len(slots)} node(s)")
             t0 = time.perf_counter()
             inv = inventory(launcher, request)
@@ -501,7 +547,7 @@ def fleet_create(launcher: Launcher, name: str, *, bundle_dir: Path,
     return FleetCreate(name, tuple(rows), str(bundle_dir), shared, time.perf_counter() - start, phases, fleet)
 
 
-def _maker(make_bundle: Callable[[Any, Path], Any], fleet: Any, bundle_dir: Path, step: Callable[[str], None],
+def _maker(make_bundle: MakeBundle, fleet: FleetSelection | None, bundle_dir: Path, step: Callable[[str], None],
            nodes: int) -> Callable[[], None]:
     """The bundle-making step handed to install_everywhere (it runs while the nodes start)."""
     def make() -> None:
@@ -511,14 +557,15 @@ def _maker(make_bundle: Callable[[Any, Path], Any], fleet: Any, bundle_dir: Path
     return make
 
 
-def _say_build(step: Callable[[str], None], fleet: Any) -> None:
+def _say_build(step: Callable[[str], None], fleet: FleetSelection) -> None:
     sel = fleet.selection
+    assert sel is not None  # said only for a fleet that has a build
     where = f"partition {fleet.partition}: " if fleet.partition else ""
     step(f"{where}fleet build: torch {sel.torch} " + (f"CUDA {sel.cuda}" if sel.cuda else "CPU") +
          f", python {sel.python} ({fleet.reasons[0] if fleet.reasons else ''})")
 
 
-def _mark_unreachable(slots: Sequence[NodeSlot], inv: Any) -> list[NodeSlot]:
+def _mark_unreachable(slots: Sequence[NodeSlot], inv: Inventory) -> list[NodeSlot]:
     """Nodes whose detect failed take no part: they become failed rows with detect's reason."""
     answered = {n.node for n in inv.nodes if n.ok}
     unreachable = {n.node: n.error for n in inv.nodes if not n.ok}
@@ -532,7 +579,7 @@ def _prefixed(step: Callable[[str], None], prefix: str) -> Callable[[str], None]
 
 
 def fleet_create_per_partition(launcher: Launcher, name: str, *, bundle_dir: Path,
-                               make_bundle: Callable[[Any, Path], Any], request: Any = None,
+                               make_bundle: MakeBundle, request: Request = DEFAULT_REQUEST,
                                prefix_template: str | None = None, force: bool = False,
                                timeout: float = CREATE_TIMEOUT, stage: str = "auto", stage_dir: str | None = None,
                                early: bool = True, on_step: Callable[[str], None] | None = None,
@@ -542,9 +589,6 @@ def fleet_create_per_partition(launcher: Launcher, name: str, *, bundle_dir: Pat
     partition, solve and bundle once per partition (bundle_dir/<partition>), install each partition's
     nodes from its own bundle. A partition without a build is a result whose nodes all failed with its
     reason; the others still install."""
-    from envkit.fleet.inventory import inventory
-    from envkit.fleet.select import select_per_partition
-
     step = on_step or (lambda _t: None)
     slots = launcher.nodes()
     step(f"detecting {len(slots)} node(s)")

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from envkit import proc
+from envkit.detect import detect
 from envkit.errors import EnvkitError, UsageError
 
 NODE_MARKER = "@@ENVKIT-NODE@@"
@@ -368,8 +369,6 @@ def check_local_gpus(count: int, gpus_per_node: int | None, available: int | Non
 
 def local_gpu_count() -> int | None:
     """GPUs this machine shows (CUDA_VISIBLE_DEVICES applied); 0 without a driver; None when unknown."""
-    from envkit.detect import detect
-
     machine = detect()
     if machine.driver is None:
         return 0

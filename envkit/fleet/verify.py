@@ -20,6 +20,7 @@ from typing import Any
 from envkit.errors import ExitCode, UsageError
 from envkit.fleet.inventory import parse_json_output
 from envkit.fleet.launcher import Launcher, NodeRun, NodeSlot, envkit_argv, run_all
+from envkit.prefix.locations import find_prefix
 
 PASS, FAIL, SKIPPED = "PASS", "FAIL", "SKIPPED"
 # beside the AMP payload: every script that runs inside the target env (torch, stdlib only) lives there
@@ -55,8 +56,6 @@ class Target:
             return self.python.replace("{node}", node)
         if self.prefix:
             return str(Path(self.prefix.replace("{node}", node)) / "bin" / "python")
-        from envkit.prefix.locations import find_prefix
-
         return str(find_prefix(self.name, None) / "bin" / "python")
 
 

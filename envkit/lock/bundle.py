@@ -26,11 +26,23 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from envkit import __version__
-from envkit.errors import EnvkitError
+from envkit import __version__, proc
+from envkit.config import cache_dir, load_file_config
+from envkit.create import CreateOptions, CreateResult, create_env
+from envkit.engines.pip import pip_index_env
+from envkit.errors import EnvkitError, UsageError
+from envkit.export import export_env
 from envkit.fsutil import sha256_of
+from envkit.lock.file import (Lock, LockedConda, LockedPlatform, LockedPypi, current_platform, file_path, parse_lock,
+                              read_lock, write_lock)
+from envkit.render import mirrors
+from envkit.render.mirrors import Mirror
+from envkit.secrets import VAULT, redact
+
+if TYPE_CHECKING:
+    from envkit.engines.rattler_engine import Progress
 
 MANIFEST = "bundle.json"
 LOCAL_LOCK = "envkit.lock"
@@ -82,14 +94,12 @@ class Bundle:
 
 
 # -- writing ------------------------------------------------------------------------------------
-def _fetch_conda(items: Sequence[tuple[str, Path]], channels: Sequence[str], mirror: Any) -> None:
+def _fetch_conda(items: Sequence[tuple[str, Path]], channels: Sequence[str], mirror: Mirror | None) -> None:
     """Download (or copy) archives; http(s) through rattler's client, so mirrors and credentials apply."""
     remote = []
     for url, dest in items:
         dest.parent.mkdir(parents=True, exist_ok=True)
         if url.startswith("file://"):
-            from envkit.lock.file import file_path
-
             source = file_path(url)
             assert source is not None
             try:
@@ -104,9 +114,7 @@ def _fetch_conda(items: Sequence[tuple[str, Path]], channels: Sequence[str], mir
 
     from rattler.package_streaming import download_to_path
 
-    from envkit.config import cache_dir
     from envkit.engines.rattler_engine import EngineSettings, RattlerEngine
-    from envkit.secrets import redact
 
     client = RattlerEngine(EngineSettings(channels=tuple(channels), cache_dir=cache_dir(), mirror=mirror)).client()
 
@@ -130,10 +138,6 @@ def _pip_download(lines: Sequence[str], dest: Path, python: str | None, *, no_de
     """The pip section's wheels (with their dependencies) for the env's python, into `dest`."""
     import sys
 
-    from envkit import proc
-    from envkit.create import pip_index_env
-    from envkit.secrets import redact
-
     dest.mkdir(parents=True, exist_ok=True)
     file_lines, secret_env = pip_index_env(lines)
     reqs = dest.parent / ".pip-requirements.txt"
@@ -155,12 +159,10 @@ def _pip_download(lines: Sequence[str], dest: Path, python: str | None, *, no_de
     return sorted(p for p in dest.iterdir() if p not in before and p.suffix == ".whl")
 
 
-def write_bundle(out: Path, lock: Any, *, name: str, selection: dict[str, Any] | None = None,
-                 mirror: Any = None, pip_extra: Sequence[str] = (), python: str | None = None,
+def write_bundle(out: Path, lock: Lock, *, name: str, selection: dict[str, Any] | None = None,
+                 mirror: Mirror | None = None, pip_extra: Sequence[str] = (), python: str | None = None,
                  on_step: Callable[[str], None] | None = None) -> Bundle:
     """A Lock (envkit.lock.file) -> a bundle folder; written beside `out` and renamed into place."""
-    from envkit.lock.file import Lock, LockedConda, LockedPlatform, LockedPypi, current_platform, write_lock
-
     start = time.perf_counter()
     if out.exists() and any(out.iterdir()):
         raise BundleError(f"{out} exists and is not empty; envkit will not write into it",
@@ -222,22 +224,15 @@ def write_bundle(out: Path, lock: Any, *, name: str, selection: dict[str, Any] |
     return bundle
 
 
-def resolve_mirror(mirror: str | None) -> Any:
+def resolve_mirror(mirror: str | None) -> Mirror | None:
     """--mirror NAME|URL -> the Mirror profile (credentials in a URL go to the vault, as create does)."""
-    from envkit.config import load_file_config
-    from envkit.render import mirrors
-
     profile = mirrors.resolve(mirror, load_file_config().data)
     if profile is not None and mirror and "://" in mirror:
-        from envkit.secrets import VAULT
-
         VAULT.split(mirror)
     return profile
 
 
 def bundle_from_lock(lock_file: Path, out: Path, *, name: str | None = None, mirror: str | None = None) -> Bundle:
-    from envkit.lock.file import read_lock
-
     lock = read_lock(lock_file)
     python = _python_of(lock)
     return write_bundle(out, lock, name=name or lock_file.stem, mirror=resolve_mirror(mirror), python=python)
@@ -245,20 +240,14 @@ def bundle_from_lock(lock_file: Path, out: Path, *, name: str | None = None, mir
 
 def bundle_from_env(prefix: Path, out: Path) -> Bundle:
     """An existing env: its exact package set (export --format lock), then its archives."""
-    from envkit.export import export_env
-    from envkit.lock.file import parse_lock
-
     exported = export_env(prefix, fmt="lock")
     lock = parse_lock(exported.text, f"the lock of {prefix}")
     return write_bundle(out, lock, name=prefix.name, python=_python_of(lock))
 
 
-def bundle_from_spec(opts: Any, out: Path, on_step: Callable[[str], None] | None = None) -> Bundle:
+def bundle_from_spec(opts: CreateOptions, out: Path, on_step: Callable[[str], None] | None = None) -> Bundle:
     """Render + solve (once, no install) for `opts` (a CreateOptions, dry_run implied), then bundle."""
     import yaml
-
-    from envkit.create import create_env
-    from envkit.lock.file import Lock, LockedConda, LockedPlatform
 
     (on_step or (lambda _t: None))("solving")
     plan = create_env(replace(opts, dry_run=True))
@@ -278,7 +267,7 @@ def bundle_from_spec(opts: Any, out: Path, on_step: Callable[[str], None] | None
                         mirror=mirror, pip_extra=plan.pip_lines, python=python, on_step=on_step)
 
 
-def _python_of(lock: Any) -> str | None:
+def _python_of(lock: Lock) -> str | None:
     for entry in lock.platforms:
         for pkg in entry.conda:
             if pkg.name == "python":
@@ -372,11 +361,9 @@ def restore_urls(prefix: Path, bundle: Bundle) -> None:
         record.write_text(text, encoding="utf-8")
 
 
-def create_from_bundle(opts: Any, bundle: Bundle, *, progress: Any = None, on_line: Any = None) -> Any:
+def create_from_bundle(opts: CreateOptions, bundle: Bundle, *, progress: Progress | None = None,
+                       on_line: Callable[[str], None] | None = None) -> CreateResult:
     """`envkit create NAME --bundle DIR`: the bundle's lock, installed with no channel, mirror or index."""
-    from envkit.create import create_env
-    from envkit.errors import UsageError
-
     if opts.file is not None:
         raise UsageError("--bundle brings its own package set: drop --file", f"envkit create {opts.name} --bundle DIR")
     opts = replace(opts, lock=bundle.lock_path, mirror=None, channels=(), spec=None)

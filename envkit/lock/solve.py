@@ -26,11 +26,24 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
+from envkit import proc
+from envkit.config import cache_dir, load_file_config
+from envkit.engines.base import CreateOptions, Timer, cuda_override_for, plan_guard
+from envkit.engines.pip import pip_index_env
 from envkit.errors import EngineError, InputError, UsageError
+from envkit.export import export_yaml
 from envkit.lock.file import PYPI_SIMPLE, Lock, LockedPlatform, LockedPypi
 from envkit.models import Request, Selection
+from envkit.plan import prepare
+from envkit.prefix.locations import META_DIR
+from envkit.render import mirrors
+from envkit.render.adapt import parse_file
+from envkit.render.envfile import EnvFile, parse_conda_spec, parse_pip_line
+from envkit.render.mirrors import Mirror, strip_credentials
 from envkit.safeio import load_json
+from envkit.secrets import VAULT, redact
 
 KNOWN_PLATFORMS = ("linux-64", "linux-aarch64", "linux-ppc64le", "osx-64", "osx-arm64", "win-64")
 GLIBC = "2.28"
@@ -74,8 +87,6 @@ def specs_for(platform: str, specs: tuple[str, ...]) -> tuple[tuple[str, ...], t
     """The specs to solve on `platform`, and the CUDA selectors dropped (macOS only)."""
     if not platform.startswith("osx-"):
         return specs, ()
-    from envkit.render.envfile import parse_conda_spec
-
     kept: list[str] = []
     dropped: list[str] = []
     for text in specs:
@@ -104,15 +115,11 @@ def lock_env(*, platforms: tuple[str, ...], spec: str | None = None, file: Path 
              mirror: str | None = None, channels: tuple[str, ...] = (), driver_version: str | None = None,
              compute_capabilities: tuple[str, ...] = (), catalogue: str = "auto", strict: bool = False) -> LockResult:
     """Render the env (as create would), then solve it once per platform; install nothing."""
-    from envkit.engines.base import CreateOptions, cuda_override_for
-
     platforms = check_platforms(platforms)
     opts = CreateOptions(name=name, spec=spec, file=file, no_adapt=no_adapt, request=request,
                          flavor_given=flavor_given, mirror=mirror, channels=channels, driver_version=driver_version,
                          compute_capabilities=compute_capabilities, no_verify=True, catalogue=catalogue)
-    from envkit.create import _prepare, Timer
-
-    envfile, selection, machine, _changes = _prepare(opts, Timer())
+    envfile, selection, machine, _changes = prepare(opts, Timer())
     cuda = cuda_override_for(opts, machine, selection)
     if cuda is None and selection is not None and selection.is_gpu:
         cuda = machine.driver.cuda if machine.driver and machine.driver.cuda else selection.cuda
@@ -121,18 +128,13 @@ def lock_env(*, platforms: tuple[str, ...], spec: str | None = None, file: Path 
     return solve_platforms(envfile, platforms, cuda or None, selection, mirror, channels, strict)
 
 
-def solve_platforms(envfile: Any, platforms: tuple[str, ...], cuda: str | None, selection: Selection | None,
+def solve_platforms(envfile: EnvFile, platforms: tuple[str, ...], cuda: str | None, selection: Selection | None,
                     mirror: str | None, channels: tuple[str, ...], strict: bool = False) -> LockResult:
-    from envkit.config import cache_dir, load_file_config
-    from envkit.create import plan_guard
-    from envkit.engines.rattler_engine import EngineSettings, RattlerEngine
-    from envkit.render import mirrors
+    from envkit.engines.rattler_engine import EngineSettings, RattlerEngine  # lazy: rattler's exit pause
 
     config = load_file_config().data
     profile = mirrors.resolve(mirror, config)
     if profile is not None and mirror and "://" in mirror:
-        from envkit.secrets import VAULT
-
         VAULT.split(mirror)
     sources = channels or tuple(mirrors.canonical_channel(c, config) if profile else c for c in envfile.channels)
     base = EngineSettings(channels=sources, cache_dir=cache_dir(), mirror=profile,
@@ -222,10 +224,7 @@ class PipPlan:
     mirror_pypi: str  # a mirror's PyPI (clean URL; "" for none): its files are written as PyPI's
 
 
-def plan_pip(lines: tuple[str, ...], mirror: Any) -> PipPlan:
-    from envkit.render.envfile import parse_pip_line
-    from envkit.render.mirrors import strip_credentials
-
+def plan_pip(lines: tuple[str, ...], mirror: Mirror | None) -> PipPlan:
     options: list[str] = []
     reqs: list[str] = []
     unlockable: list[str] = []
@@ -296,18 +295,14 @@ def lock_pip(plan: PipPlan, platform: str, python: str | None) -> tuple[tuple[Lo
 
 
 def _pip_resolve(plan: PipPlan, lines: tuple[str, ...], tags: tuple[str, ...],
-                 version: str) -> tuple[bool, list[Any], str]:
+                 version: str) -> tuple[bool, list[dict[str, Any]], str]:
     """pip's resolver for another platform: --dry-run --report, wheels only, into a throwaway --target.
     The requirements file sits in a private folder (0700, removed after); credentials go to pip's
-    environment (create.pip_index_env), never to argv, the file or a message."""
+    environment (engines.pip.pip_index_env), never to argv, the file or a message."""
     import json
     import shutil
     import sys
     import tempfile
-
-    from envkit import proc
-    from envkit.create import pip_index_env
-    from envkit.secrets import redact
 
     file_lines, secret_env = pip_index_env([*plan.options, *lines])
     private = Path(tempfile.mkdtemp(prefix="envkit-piplock-"))
@@ -337,15 +332,10 @@ def _pip_resolve(plan: PipPlan, lines: tuple[str, ...], tags: tuple[str, ...],
         shutil.rmtree(private, ignore_errors=True)
 
 
-def _entries(items: list[Any], plan: PipPlan) -> tuple[LockedPypi, ...]:
+def _entries(items: list[dict[str, Any]], plan: PipPlan) -> tuple[LockedPypi, ...]:
     """pip's report rows -> PyPI entries: the wheel's URL (credentials stripped) and sha256. Behind a
     mirror the URL is PyPI's: the file's own when the mirror keeps PyPI's /packages/ layout, else the
     project's page (installed as name==version from the index, which a --mirror then serves)."""
-    from urllib.parse import urlsplit
-
-    from envkit.render.mirrors import strip_credentials
-    from envkit.secrets import redact
-
     out: list[LockedPypi] = []
     for item in items:
         meta = item.get("metadata") or {}
@@ -369,11 +359,6 @@ def lock_from_prefix(prefix: Path, platforms: tuple[str, ...], *, mirror: str | 
                      channels: tuple[str, ...] = ()) -> LockResult:
     """`envkit export --format lock --platform ...`: the env's requested specs (its --from-history export,
     CUDA selectors included) solved for each platform at the CUDA level it was created for."""
-
-    from envkit.export import export_yaml
-    from envkit.prefix.locations import META_DIR
-    from envkit.render.adapt import parse_file
-    from envkit.render.envfile import EnvFile
 
     platforms = check_platforms(platforms)
     exported = export_yaml(prefix, from_history=True)

@@ -12,15 +12,19 @@ the file's folder, where conda runs pip (conda/env/installers/pip.py: cwd is the
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from envkit.errors import RenderError
+from envkit.compat import legacy
+from envkit.compat.select import pip_local
+from envkit.errors import InputError, RenderError, UsageError
 from envkit.models import Machine, Request, Selection
+from envkit.prefix.locations import check_name
 from envkit.render.envfile import (CondaSpec, EnvFile, PipLine, check_channel, check_variables, load_yaml_file,
                                    parse_conda_spec, parse_pip_line)
 from envkit.render.mirrors import Mirror, apply_channels, canonical_channel
+from envkit.safeio import read_bytes
 
 # Packages whose only job is to pick a CUDA (or CPU) variant of torch: the selection writes its own.
 CUDA_SPECIFIC = {"pytorch-cuda", "cudatoolkit", "cuda-version", "cpuonly", "pytorch-mutex"}
@@ -165,8 +169,6 @@ def flavor_order(parsed: Parsed, torch: str | None) -> tuple[str, ...]:
     conda-forge (maintained) then the legacy pytorch channel (ends with 2.5: pytorch#138506), except
     that a 1.x pin from a -c pytorch/cudatoolkit file looks on that channel first (cudatoolkit era).
     Only the channel changes between these; the torch version never does."""
-    from envkit.compat import legacy
-
     if parsed.torch_from_pip:
         return ("pip",)
     if legacy.handles(torch) and parsed.uses_pytorch_channel:
@@ -188,10 +190,6 @@ def request_from(parsed: Parsed, request: Request, flavor_given: bool) -> Reques
 
 def choose_name(parsed: Parsed, cli_name: str | None, source: str) -> tuple[str, list[str]]:
     """--name, else the file's name when conda could use it, else the file's stem (said so)."""
-    from envkit.prefix.locations import check_name
-
-    from envkit.errors import UsageError
-
     if cli_name:
         return check_name(cli_name), []
     stem = re.sub(r"[^A-Za-z0-9_.\-]", "-", Path(source).stem).strip(".-") or "env"
@@ -253,9 +251,6 @@ def kept_pairs(sel: Selection, file_versions: dict[str, str]) -> Selection:
 
 def torch_lines(sel: Selection, wanted: set[str]) -> tuple[list[str], list[str], list[str]]:
     """(conda specs, pip lines, notes): the selection's torch plus the torch-family packages the file had."""
-    from envkit.compat import legacy
-    from envkit.compat.select import pip_local
-
     notes: list[str] = []
     conda = [s for s in sel.specs if not s.startswith("python=")]
     pip = list(sel.pip_specs)
@@ -292,64 +287,78 @@ def _rewrite_cu(text: str, sel: Selection) -> str:
     return re.sub(r"(data\.pyg\.org/whl/torch-)[0-9.]+\+", lambda m: f"{m.group(1)}{sel.torch}+", out)
 
 
+@dataclass
+class _Adapting:
+    """What adapt() learns from the file as it goes: the changes said so far (in order, one line each) and
+    the torch stack the file asks for (packages, versions as written, +cuXYZ/+cpu locals)."""
+
+    changes: list[str]
+    wanted: set[str] = field(default_factory=set)  # pytorch, torchvision, torchaudio named in the file
+    file_versions: dict[str, str] = field(default_factory=dict)
+    file_locals: dict[str, str] = field(default_factory=dict)  # pip pins with a +cuXYZ/+cpu local version, as written
+
+
 def adapt(parsed: Parsed, sel: Selection | None, machine: Machine, *, name: str | None, mirror: Mirror | None,
           source: str, extra_changes: list[str] | None = None) -> tuple[EnvFile, list[str]]:
     """The adapted file and the list of changes (each one line, version changes as 'a -> b (why)')."""
-    changes: list[str] = list(extra_changes or [])
+    state = _Adapting(list(extra_changes or []))
+    env_name = _name_and_keys(parsed, name, source, state.changes)
+    kept = _conda_lines(parsed, sel, machine, state)
+    pip_kept, resolved = _pip_lines(parsed, sel, mirror, state)
+    if sel is not None:
+        state.changes += _nested_torch_pins(parsed, sel)
+        for pkg, version in _nested_pins(parsed.pip_lines, parsed.folder).items():
+            key = "pytorch" if pkg == "torch" else pkg
+            state.wanted.add(key)  # the -r file's torchvision must be this machine's build too
+            state.file_versions.setdefault(key, version)
+    channels, channel_changes = _channels(parsed, sel, mirror, source)
+    state.changes += channel_changes
+    torch_conda: list[str] = []
+    torch_pip: list[str] = []
+    deps: list[str] = []
+    if sel is not None:
+        sel, torch_conda, torch_pip = _torch_stack(parsed, sel, state)
+        deps = [f"python={sel.python}", *torch_conda]
+    deps += [k for k in kept if k not in deps]
+    pip = _pip_section(sel, mirror, torch_pip, pip_kept)
+    if pip and not any(parse_conda_spec(d).name == "pip" for d in deps):
+        deps.append("pip")
+    if sel is not None:
+        added = ", ".join(torch_conda + torch_pip)
+        state.changes.append(f"this machine's torch stack: {added}")
+    header = _header(parsed, sel, machine, source, resolved, state.changes)
+    return EnvFile(env_name, tuple(channels), tuple(deps), tuple(pip), parsed.variables, tuple(header)), state.changes
+
+
+def _name_and_keys(parsed: Parsed, name: str | None, source: str, changes: list[str]) -> str:
+    """The env's name (--name, else the file's), and what of the file's top level conda would ignore."""
     env_name, name_notes = choose_name(parsed, name, source)
     changes += name_notes
     if parsed.had_prefix:
         changes.append(f"dropped prefix: {parsed.had_prefix} (conda ignores it when name: is set)")
     if parsed.ignored_keys:
         changes.append(f"left out top-level key(s) {', '.join(parsed.ignored_keys)} (conda ignores them)")
-    torch_mode = sel is not None
-    wanted: set[str] = set()
-    file_versions: dict[str, str] = {}
-    file_locals: dict[str, str] = {}  # pip pins with a +cuXYZ/+cpu local version, as written
+    return env_name
+
+
+def _conda_lines(parsed: Parsed, sel: Selection | None, machine: Machine, state: _Adapting) -> list[str]:
+    """The file's conda dependencies this machine keeps: the torch stack and the old CUDA stack leave
+    (the selection brings its own), other packages lose their old machine's build strings."""
     kept: list[str] = []
     builds_dropped: list[str] = []
     platform_dropped: list[str] = []
-    sel_channels = set(sel.channels) if sel else set()
-    for raw, spec in zip(parsed.conda, parsed.specs):
-        if PLATFORM_ONLY.match(spec.name):
-            platform_dropped.append(spec.name)
+    for raw, original in zip(parsed.conda, parsed.specs):
+        if PLATFORM_ONLY.match(original.name):
+            platform_dropped.append(original.name)
             continue
-        if torch_mode and sel is not None:
-            if spec.name in TORCH_CONDA or spec.name in TORCH_ALIASES:
-                key = "pytorch" if spec.name in TORCH_ALIASES else spec.name
-                wanted.add(key)
-                version = spec.exact_version or _version_text(spec)
-                if version:
-                    file_versions[key] = version
-                if spec.name in TORCH_ALIASES:
-                    changes.append(f"replaced {raw} with pytorch (the selection picks the CUDA build)")
+        spec = original
+        if sel is not None:
+            adjusted = _against_selection(raw, original, sel, state)
+            if adjusted is None:
                 continue
-            if spec.name in CUDA_SPECIFIC:
-                _cuda_pin_change(raw, spec, sel, changes)
-                continue
-            if spec.name in TORCH_TRANSITIVE:
-                changes.append(f"removed {raw} (comes with the pytorch channel's own pytorch builds)")
-                continue
-            if spec.name == "python":
-                old = spec.exact_version or raw
-                if not old.startswith(sel.python):
-                    changes.append(f"python {old} -> {sel.python} ({_python_why(sel)})")
-                continue
-            if spec.channel and spec.channel.split("/")[0] in CUDA_CHANNELS and \
-                    spec.channel.split("/")[0] not in sel_channels:
-                changes.append(f"dropped the {spec.channel}:: prefix of {raw} (the selection does not use "
-                               f"that channel)")
-                spec = replace(spec, channel="")
-            if _CUDA_LIB_RE.match(spec.name) and spec.build:
-                # from `conda env export`: a transitive part of the old CUDA stack; the selection brings its own
-                changes.append(f"removed {raw} (CUDA runtime library of the old machine; the selection brings "
-                               "its own)")
-                continue
-            if _CUDA_LIB_RE.match(spec.name) and spec.version:
-                changes.append(f"unpinned {raw} -> {spec.name} (its CUDA version follows the selection)")
-                spec = replace(spec, version="")
-        elif spec.name == "cudatoolkit" and spec.exact_version:
-            _driver_note(spec, machine, changes)
+            spec = adjusted
+        elif original.name == "cudatoolkit" and original.exact_version:
+            _driver_note(original, machine, state.changes)
         if spec.build and not _is_cuda_selector(spec):
             builds_dropped.append(spec.name)
             spec = replace(spec, build="")
@@ -357,10 +366,58 @@ def adapt(parsed: Parsed, sel: Selection | None, machine: Machine, *, name: str 
         if text not in kept:
             kept.append(text)
     if builds_dropped:
-        changes.append(f"dropped the build strings of {len(builds_dropped)} package(s) (they name the old "
-                       f"machine's builds): {', '.join(builds_dropped[:6])}{' ...' if len(builds_dropped) > 6 else ''}")
+        state.changes.append(f"dropped the build strings of {len(builds_dropped)} package(s) (they name the old "
+                             f"machine's builds): {', '.join(builds_dropped[:6])}"
+                             f"{' ...' if len(builds_dropped) > 6 else ''}")
     if platform_dropped:
-        changes.append(f"left out {', '.join(platform_dropped)} (Windows/macOS-only packages: no linux-64 build)")
+        state.changes.append(f"left out {', '.join(platform_dropped)} (Windows/macOS-only packages: no linux-64 "
+                             "build)")
+    return kept
+
+
+def _against_selection(raw: str, spec: CondaSpec, sel: Selection, state: _Adapting) -> CondaSpec | None:
+    """One conda dependency of a file with torch, against the selection: None when the selection replaces
+    it (torch stack, CUDA pins, python) or it belonged to the old CUDA stack; else the spec to keep."""
+    if spec.name in TORCH_CONDA or spec.name in TORCH_ALIASES:
+        key = "pytorch" if spec.name in TORCH_ALIASES else spec.name
+        state.wanted.add(key)
+        version = spec.exact_version or _version_text(spec)
+        if version:
+            state.file_versions[key] = version
+        if spec.name in TORCH_ALIASES:
+            state.changes.append(f"replaced {raw} with pytorch (the selection picks the CUDA build)")
+        return None
+    if spec.name in CUDA_SPECIFIC:
+        _cuda_pin_change(raw, spec, sel, state.changes)
+        return None
+    if spec.name in TORCH_TRANSITIVE:
+        state.changes.append(f"removed {raw} (comes with the pytorch channel's own pytorch builds)")
+        return None
+    if spec.name == "python":
+        old = spec.exact_version or raw
+        if not old.startswith(sel.python):
+            state.changes.append(f"python {old} -> {sel.python} ({_python_why(sel)})")
+        return None
+    if spec.channel and spec.channel.split("/")[0] in CUDA_CHANNELS and \
+            spec.channel.split("/")[0] not in set(sel.channels):
+        state.changes.append(f"dropped the {spec.channel}:: prefix of {raw} (the selection does not use "
+                             f"that channel)")
+        spec = replace(spec, channel="")
+    if _CUDA_LIB_RE.match(spec.name) and spec.build:
+        # from `conda env export`: a transitive part of the old CUDA stack; the selection brings its own
+        state.changes.append(f"removed {raw} (CUDA runtime library of the old machine; the selection brings "
+                             "its own)")
+        return None
+    if _CUDA_LIB_RE.match(spec.name) and spec.version:
+        state.changes.append(f"unpinned {raw} -> {spec.name} (its CUDA version follows the selection)")
+        spec = replace(spec, version="")
+    return spec
+
+
+def _pip_lines(parsed: Parsed, sel: Selection | None, mirror: Mirror | None,
+               state: _Adapting) -> tuple[list[str], bool]:
+    """The pip lines kept (the old PyTorch index and torch wheels leave; CUDA-tagged wheels follow the
+    selection; relative paths become absolute) and whether a path was resolved."""
     pip_kept: list[str] = []
     resolved = False
     for line in parsed.pip_lines:
@@ -368,74 +425,75 @@ def adapt(parsed: Parsed, sel: Selection | None, machine: Machine, *, name: str 
         if line.option in ("--index-url", "--extra-index-url", "-f") and _PYTORCH_URL_RE.search(line.arg):
             if sel is not None:
                 if text not in _index_lines(sel):
-                    changes.append(f"removed pip line {text} (PyTorch index of the old machine; the selection "
-                                   "adds its own)")
+                    state.changes.append(f"removed pip line {text} (PyTorch index of the old machine; the "
+                                         "selection adds its own)")
                 continue
         if line.option == "--index-url" and mirror is not None:
-            changes.append(f"replaced pip line {text} with the mirror's index")
+            state.changes.append(f"replaced pip line {text} with the mirror's index")
             continue
-        if torch_mode and sel is not None and not line.option and line.name.lower() in TORCH_PIP:
+        if sel is not None and not line.option and line.name.lower() in TORCH_PIP:
             key = "pytorch" if line.name.lower() == "torch" else line.name.lower()
-            wanted.add(key)
+            state.wanted.add(key)
             version = _pip_version_text(line)
             if version:
-                file_versions.setdefault(key, version)
+                state.file_versions.setdefault(key, version)
             local = re.search(r"==\s*([0-9][^\s;]*\+[A-Za-z0-9.]+)", line.arg)
             if local:
-                file_locals[key] = local.group(1)
+                state.file_locals[key] = local.group(1)
             continue
         if line.local_path:
             new_arg = _resolve(line.arg, parsed.folder)
             if new_arg != line.arg:
                 text = text.replace(line.arg, new_arg, 1)
                 resolved = True
-        if torch_mode and sel is not None and not _PYTORCH_URL_RE.search(text) and _CU_TAG_RE.search(text):
+        if sel is not None and not _PYTORCH_URL_RE.search(text) and _CU_TAG_RE.search(text):
             new = _rewrite_cu(text, sel)
             if new != text:
-                changes.append(f"pip line {text} -> {new} (CUDA-tagged wheels follow the selection's "
-                               f"{cu_tag(sel)})")
+                state.changes.append(f"pip line {text} -> {new} (CUDA-tagged wheels follow the selection's "
+                                     f"{cu_tag(sel)})")
                 text = new
         if text not in pip_kept:
             pip_kept.append(text)
     if resolved:
-        changes.append(f"relative pip paths made absolute against {parsed.folder} (the file's folder: conda "
-                       "runs pip from there)")
-    if sel is not None:
-        changes += _nested_torch_pins(parsed, sel)
-        for pkg, version in _nested_pins(parsed.pip_lines, parsed.folder).items():
-            key = "pytorch" if pkg == "torch" else pkg
-            wanted.add(key)  # the -r file's torchvision must be this machine's build too
-            file_versions.setdefault(key, version)
-    channels, channel_changes = _channels(parsed, sel, mirror, source)
-    changes += channel_changes
-    torch_conda: list[str] = []
-    torch_pip: list[str] = []
-    deps: list[str] = []
-    if sel is not None:
-        sel = kept_pairs(sel, file_versions)
-        torch_conda, torch_pip, notes = torch_lines(sel, wanted | {"pytorch"})
-        changes += _version_changes(file_versions, sel)
-        for key, old_local in file_locals.items():
-            pkg = "torch" if key == "pytorch" else key
-            new_line = next((p for p in torch_pip if p.startswith(f"{pkg}==")), None)
-            if new_line and new_line.split("==", 1)[1] != old_local:
-                changes.append(f"{pkg} {old_local} -> {new_line.split('==', 1)[1]} (this machine's build)")
-        changes += notes
-        deps = [f"python={sel.python}", *torch_conda]
-        if not any(spec.name == "python" for spec in parsed.specs):
-            changes.append(f"added python={sel.python} ({_python_why(sel)})")
-    deps += [k for k in kept if k not in deps]
+        state.changes.append(f"relative pip paths made absolute against {parsed.folder} (the file's folder: conda "
+                             "runs pip from there)")
+    return pip_kept, resolved
+
+
+def _torch_stack(parsed: Parsed, sel: Selection,
+                 state: _Adapting) -> tuple[Selection, list[str], list[str]]:
+    """This machine's torch stack for what the file names (its versions kept where the selection allows):
+    the selection with them, and its conda and pip lines; the version changes said."""
+    sel = kept_pairs(sel, state.file_versions)
+    torch_conda, torch_pip, notes = torch_lines(sel, state.wanted | {"pytorch"})
+    state.changes += _version_changes(state.file_versions, sel)
+    for key, old_local in state.file_locals.items():
+        pkg = "torch" if key == "pytorch" else key
+        new_line = next((p for p in torch_pip if p.startswith(f"{pkg}==")), None)
+        if new_line and new_line.split("==", 1)[1] != old_local:
+            state.changes.append(f"{pkg} {old_local} -> {new_line.split('==', 1)[1]} (this machine's build)")
+    state.changes += notes
+    if not any(spec.name == "python" for spec in parsed.specs):
+        state.changes.append(f"added python={sel.python} ({_python_why(sel)})")
+    return sel, torch_conda, torch_pip
+
+
+def _pip_section(sel: Selection | None, mirror: Mirror | None, torch_pip: list[str],
+                 pip_kept: list[str]) -> list[str]:
+    """The mirror's PyPI index (when there is a pip section), the selection's PyTorch index, torch wheels,
+    then the file's own lines."""
     pip: list[str] = []
     if (torch_pip or pip_kept) and mirror is not None and mirror.pypi:
         pip.append(f"--index-url {mirror.pypi}")
     if sel is not None:
         pip += [line for line in _index_lines(sel) if line not in pip]
     pip += torch_pip + [p for p in pip_kept if p not in pip]
-    if pip and not any(parse_conda_spec(d).name == "pip" for d in deps):
-        deps.append("pip")
-    if sel is not None:
-        added = ", ".join(torch_conda + torch_pip)
-        changes.append(f"this machine's torch stack: {added}")
+    return pip
+
+
+def _header(parsed: Parsed, sel: Selection | None, machine: Machine, source: str, resolved: bool,
+            changes: list[str]) -> list[str]:
+    """The comment block on top of the adapted file: from what, for which machine, and every change."""
     header = [f"Adapted by envkit from {Path(source).name} for: {machine.describe()}"]
     if sel is not None:
         header.append(f"selection: torch {sel.torch}, " + (f"CUDA {sel.cuda} ({sel.variant})" if sel.cuda
@@ -446,7 +504,7 @@ def adapt(parsed: Parsed, sel: Selection | None, machine: Machine, *, name: str 
     if resolved:
         header.append(f"relative pip paths were resolved against {parsed.folder} (conda runs pip there)")
     header += ["changes:", *[f"  - {c}" for c in changes]]
-    return EnvFile(env_name, tuple(channels), tuple(deps), tuple(pip), parsed.variables, tuple(header)), changes
+    return header
 
 
 _NESTED_PIN_RE = re.compile(r"^\s*(torch|torchvision|torchaudio)\s*(==|===)\s*([0-9][^\s;#+]*)")
@@ -459,9 +517,6 @@ def _nested_files(lines: tuple[PipLine, ...], folder: Path) -> list[tuple[PipLin
         if line.option not in ("-r", "-c"):
             continue
         path = Path(_resolve(line.arg, folder).removeprefix("file:"))
-        from envkit.errors import InputError
-        from envkit.safeio import read_bytes
-
         try:  # bounded: a FIFO or device named by -r must not hang the render
             out.append((line, path, read_bytes(path, "requirements file", 1 << 20).decode("utf-8", "replace")))
         except InputError:

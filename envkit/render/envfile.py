@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from envkit.errors import RenderError
-from envkit.resources import yaml_scalar, yaml_str  # noqa: F401  (re-exported: they lived here before)
+from envkit.resources import template_env, yaml_scalar, yaml_str  # noqa: F401  (re-exported: they lived here before)
+from envkit.safeio import load_yaml
 
 TEMPLATE = "environment.yml.j2"
 # Conda and pip package names: letters, digits, '.', '_', '-' (conda's and PEP 508's common ground).
@@ -301,8 +302,6 @@ class EnvFile:
     header: tuple[str, ...] = field(default=())
 
     def render(self) -> str:
-        from envkit.resources import template_env
-
         template = template_env().get_template(TEMPLATE)
         text = template.render(
             name=self.name, channels=list(self.channels), dependencies=list(self.dependencies),
@@ -331,6 +330,4 @@ def check_variables(raw: Any, where: str) -> tuple[tuple[str, str], ...]:
 
 def load_yaml_file(path: Path, what: str = "environment file") -> Any:
     """Read YAML with errors that name the file and line (bounded: safeio)."""
-    from envkit.safeio import load_yaml
-
     return load_yaml(path, what)

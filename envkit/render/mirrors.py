@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from envkit.errors import MirrorError
+from envkit.safeio import load_packaged_yaml
 
 DATA = Path(__file__).with_name("mirrors.yaml")
 _TOKEN_RE = re.compile(r"/t/[^/]+(?=/|$)")
@@ -37,8 +38,6 @@ class Mirror:
 
 @functools.lru_cache(maxsize=1)
 def _data() -> dict[str, Any]:
-    from envkit.safeio import load_packaged_yaml
-
     return load_packaged_yaml(DATA, "mirror table")
 
 

@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from envkit.config import user_spec_dir
 from envkit.errors import SpecError
 from envkit.render.envfile import CondaSpec, RenderError, check_pip_line, check_variables, parse_conda_spec
+from envkit.resources import data_dir
+from envkit.safeio import MAX_YAML_BYTES, loads_yaml, read_text
 
 KEYS = {"description", "python", "torch", "conda", "pip", "variables", "flavor", "template"}
 TORCH_FAMILY = {"torchvision", "torchaudio"}
@@ -39,9 +43,6 @@ class EnvSpec:
 
 
 def search_path(extra: Path | None = None) -> list[Path]:
-    from envkit.config import user_spec_dir
-    from envkit.resources import data_dir
-
     dirs: list[Path] = []
     env = os.environ.get("ENVKIT_SPEC_PATH")
     if env:
@@ -92,8 +93,6 @@ def _lines(path: Path, text: str) -> dict[str, int]:
 
 
 def load(name_or_path: str) -> EnvSpec:
-    from envkit.safeio import MAX_YAML_BYTES, loads_yaml, read_text
-
     path = find(name_or_path)
     text = read_text(path, "spec", MAX_YAML_BYTES)
     raw = loads_yaml(text, path, "spec")
@@ -117,7 +116,7 @@ def load(name_or_path: str) -> EnvSpec:
         raise SpecError(exc.message, exc.hint) from exc
 
 
-def _list(raw: dict[str, Any], key: str, where: Any) -> list[Any]:
+def _list(raw: dict[str, Any], key: str, where: Callable[[str], str]) -> list[Any]:
     value = raw.get(key)
     if value is None:
         return []
@@ -126,7 +125,7 @@ def _list(raw: dict[str, Any], key: str, where: Any) -> list[Any]:
     return value
 
 
-def _build(path: Path, raw: dict[str, Any], where: Any) -> EnvSpec:
+def _build(path: Path, raw: dict[str, Any], where: Callable[[str], str]) -> EnvSpec:
     python = raw.get("python")
     if python is not None:
         python = str(python).strip()
