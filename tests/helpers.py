@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,3 +75,25 @@ class FakeNVML:
         mod.nvmlDeviceGetCudaComputeCapability = lambda h: h.cc  # type: ignore[attr-defined]
         mod.nvmlDeviceGetMemoryInfo = lambda h: types.SimpleNamespace(total=h.memory)  # type: ignore[attr-defined]
         return mod
+
+
+def conda_shaped_env(tmp_path: Path) -> Path:
+    """An env laid out as conda 26 writes it: records, history, pip installs of every kind."""
+    src = FIXTURES / "conda_env"
+    prefix = tmp_path / "conda-made"
+    shutil.copytree(src, prefix)
+    site = prefix / "lib" / "python3.11" / "site-packages"
+    for name, version, installer, direct in (
+        ("requests", "2.32.3", "pip", None),
+        ("mylib", "0.1.0", "pip", {"url": "https://github.com/org/mylib.git",
+                                     "vcs_info": {"vcs": "git", "commit_id": "0123456789abcdef0123456789abcdef01234567"}}),
+        ("localpkg", "1.0", "pip", {"url": "file:///srv/src/localpkg", "dir_info": {"editable": True}}),
+        ("numpy", "1.26.4", "conda", None),
+    ):
+        dist = site / f"{name}-{version}.dist-info"
+        dist.mkdir(parents=True)
+        (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+        (dist / "INSTALLER").write_text(installer + "\n")
+        if direct:
+            (dist / "direct_url.json").write_text(json.dumps(direct))
+    return prefix

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 import yaml
 
-from helpers import FIXTURES, run_cli
+from helpers import conda_shaped_env, run_cli
 from testbed.channel import PY
 from testbed.server import ChannelServer
 
@@ -142,28 +141,6 @@ def test_from_history_keeps_versions_and_pip(capsys: pytest.CaptureFixture[str],
     pip = next(d["pip"] for d in data["dependencies"] if isinstance(d, dict))
     assert "transformers==4.99.0" in pip  # conda's own --from-history drops these
     assert conda_lock_specs(export(capsys, "hist", "--from-history"), tmp_path)["pytorch"].manager == "conda"
-
-
-def conda_shaped_env(tmp_path: Path) -> Path:
-    """An env laid out as conda 26 writes it: records, history, pip installs of every kind."""
-    src = FIXTURES / "conda_env"
-    prefix = tmp_path / "conda-made"
-    shutil.copytree(src, prefix)
-    site = prefix / "lib" / "python3.11" / "site-packages"
-    for name, version, installer, direct in (
-        ("requests", "2.32.3", "pip", None),
-        ("mylib", "0.1.0", "pip", {"url": "https://github.com/org/mylib.git",
-                                     "vcs_info": {"vcs": "git", "commit_id": "0123456789abcdef0123456789abcdef01234567"}}),
-        ("localpkg", "1.0", "pip", {"url": "file:///srv/src/localpkg", "dir_info": {"editable": True}}),
-        ("numpy", "1.26.4", "conda", None),
-    ):
-        dist = site / f"{name}-{version}.dist-info"
-        dist.mkdir(parents=True)
-        (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
-        (dist / "INSTALLER").write_text(installer + "\n")
-        if direct:
-            (dist / "direct_url.json").write_text(json.dumps(direct))
-    return prefix
 
 
 def test_conda_made_env(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

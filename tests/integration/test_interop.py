@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers import run_cli
+from helpers import conda_shaped_env, run_cli
 from testbed.channel import PY
 from testbed.server import ChannelServer
 
@@ -297,8 +297,6 @@ def test_lock_a_file_as_is_keeps_its_cuda_selector(capsys: pytest.CaptureFixture
 def test_mirror_installed_conda_env_exports_canonical_urls(capsys: pytest.CaptureFixture[str],
                                                            tmp_path: Path) -> None:
     """An env conda installed through mirrors (its records carry mirror URLs) exports the canonical ones."""
-    from test_export import conda_shaped_env
-
     prefix = conda_shaped_env(tmp_path)
     for fmt in ("explicit", "lock"):
         code, out, err = run_cli(capsys, "export", "--prefix", str(prefix), "--format", fmt)

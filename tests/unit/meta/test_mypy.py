@@ -11,7 +11,7 @@ import pytest
 
 def test_mypy_is_clean() -> None:
     pytest.importorskip("mypy")
-    config = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    config = Path(__file__).resolve().parents[3] / "pyproject.toml"
     # -p envkit, run from the checkout: the package sources (the same files scripts/test installs)
     done = subprocess.run([sys.executable, "-m", "mypy", "--config-file", str(config), "-p", "envkit"],
                           capture_output=True, text=True)

@@ -1,6 +1,6 @@
-"""Issue 9, filesystem half: envkit deletes only what it made and never loses or clobbers an env.
+"""envkit deletes only what it made and never loses or clobbers an env; its writes keep what they replace.
 
-Each test is one example from the issue ("Deletes what it did not make", "Loses or clobbers an env"),
+Each test is one example from issue 9 ("Deletes what it did not make", "Loses or clobbers an env"),
 run against the local channel and the loopback server. Root-only cases run in a private mount
 namespace with a throwaway /dev and skip with the reason elsewhere.
 """
@@ -130,6 +130,38 @@ def test_force_does_not_replace_what_envkit_did_not_make(capsys: pytest.CaptureF
     assert code == 0, err
     assert not (envs / "theirs" / "precious.txt").exists() and (envs / "theirs" / ".envkit" / "owner.json").is_file()
     assert entries(envs) == ["copy", "notes", "orig", "theirs"]
+
+
+def test_list_and_remove_agree_on_who_made_an_env(capsys: pytest.CaptureFixture[str], server: ChannelServer,
+                                                  isolated: Path) -> None:
+    envs = isolated / "envs"
+    assert create(capsys, "orig", "--mirror", server.url, "--no-verify")[0] == 0
+    shutil.copytree(envs / "orig", envs / "copy", symlinks=True)
+    shutil.copytree(envs / "orig", envs / "old", symlinks=True)
+    (envs / "old" / ".envkit" / "owner.json").unlink()  # as an envkit older than the marker left it
+    code, out, err = run_cli(capsys, "list", "--json")
+    assert code == 0, err
+    rows = {e["name"]: e for e in json.loads(out)["environments"]}
+    assert rows["orig"]["by_envkit"] is True and rows["orig"]["origin"] == "envkit"
+    assert rows["orig"]["remove"] == "envkit remove orig"
+    assert rows["copy"]["by_envkit"] is False and rows["copy"]["origin"] == "copied"
+    assert "a copy or a moved env" in rows["copy"]["ownership"]
+    assert rows["old"]["by_envkit"] is False and rows["old"]["origin"] == "older envkit"
+    for name in ("copy", "old"):
+        assert rows[name]["remove"] == f"envkit remove {name} --yes --not-envkit"
+        code, _out, err = run_cli(capsys, "remove", name, "--yes")
+        assert code == 1 and "--not-envkit" in err and (envs / name).is_dir()
+    code, out, _err = run_cli(capsys, "list")
+    flat = " ".join(out.split())
+    assert "(copied)" in flat and "(older" in flat, out
+    assert "copy: not proven envkit's" in flat and "remove it with: envkit remove copy --yes --not-envkit" in flat
+    assert "old: not proven envkit's" in flat and "made by an older envkit" in flat
+    assert "orig: not proven" not in flat
+    code, _out, err = run_cli(capsys, *rows["copy"]["remove"].split()[1:])  # the printed command works
+    assert code == 0, err
+    assert not (envs / "copy").exists() and (envs / "orig" / "conda-meta").is_dir()
+    code, _out, err = run_cli(capsys, "remove", "orig", "--yes")  # still proven after its copy went: no flag
+    assert code == 0, err
 
 
 # -- writes: -o / --report --------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""The activation planner against conda's rules (conda/activate.py), applied to plain dicts."""
+"""The activation planner against conda's rules (conda/activate.py), applied to plain dicts; and the commands
+printed after create, which fit the machine."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from envkit.shell.activate import EnvInfo, Plan, default_env, plan_activate, plan_deactivate, read_env, render
+from envkit.shell.activate import (EnvInfo, Plan, default_env, next_steps, plan_activate, plan_deactivate, read_env,
+                                   render)
 
 BASE = {"PATH": "/usr/bin:/bin", "HOME": "/h/u", "CLOBBER": "machine"}
 
@@ -125,36 +127,39 @@ def test_rendering_quotes_every_value() -> None:
         render(plan, "tcsh")
 
 
-def test_subshell_launch_per_shell(tmp_path: Path) -> None:
-    import shutil
-
-    from envkit.shell.subshell import plan_launch
-
-    prefix = tmp_path / "envs" / "e"
-    cmd = ["/opt/py", "-m", "envkit"]
-    env = {"HOME": "/h/u", "PATH": "/usr/bin:/bin", "SHELL": "/bin/bash", "ZDOTDIR": "/h/u/.zsh"}
-    bash = plan_launch(prefix, env, tmp_path, shell="bash", command=cmd)
-    assert bash.argv[1:] == ("--rcfile", str(tmp_path / "envkit-rc.bash"), "-i")
-    text = dict(bash.files)[str(tmp_path / "envkit-rc.bash")]
-    assert text.startswith('[ -f "$HOME/.bashrc" ] && . "$HOME/.bashrc"')
-    assert f"/opt/py -m envkit activate --shell bash --prefix {prefix}" in text
-    zsh = plan_launch(prefix, env, tmp_path, shell="zsh", command=cmd)
-    assert zsh.env["ZDOTDIR"] == str(tmp_path) and zsh.env["_ENVKIT_ZDOTDIR"] == "/h/u/.zsh"
-    assert {Path(p).name for p, _ in zsh.files} == {".zshenv", ".zshrc"}
-    sh = plan_launch(prefix, {**env, "ENV": "/h/u/.shrc"}, tmp_path, shell="sh", command=cmd)
-    assert sh.env["ENV"] == str(tmp_path / "envkit-rc.sh") and "/h/u/.shrc" in sh.files[0][1]
-    fish = plan_launch(prefix, env, tmp_path, shell="fish", command=cmd)
-    assert fish.argv[1:3] == ("-i", "--init-command") and "--shell' 'fish'" in fish.files[0][1]
-    if shutil.which("bash"):
-        odd = plan_launch(prefix, {**env, "SHELL": "/bin/tcsh"}, tmp_path, command=cmd)
-        assert odd.kind == "bash" and "'/bin/tcsh'" in odd.notes[0]
+def make_env(prefix: Path) -> Path:
+    (prefix / "conda-meta").mkdir(parents=True)
+    return prefix
 
 
-def test_a_missing_shell_is_an_envkit_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from envkit.errors import EnvkitError
-    from envkit.shell.subshell import open_shell
+def commands(prefix: Path) -> list[str]:
+    return [command for command, _what in next_steps(prefix)]
 
-    monkeypatch.setenv("PATH", str(tmp_path))  # no zsh to be found
-    with pytest.raises(EnvkitError, match="cannot start zsh") as caught:
-        open_shell(tmp_path, shell="zsh")
-    assert "--shell" in (caught.value.hint or "")
+
+def test_without_conda_only_envkit_commands_with_the_real_name(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ENVKIT_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    monkeypatch.setenv("SHELL", "/bin/bash")
+    prefix = make_env(tmp_path / "home" / "envs" / "dl_train")
+    assert commands(prefix) == ["envkit shell dl_train", 'eval "$(envkit activate dl_train)"',
+                                "envkit run dl_train -- python train.py"]
+    monkeypatch.setenv("SHELL", "/usr/bin/fish")
+    assert "envkit activate dl_train | source" in commands(prefix)
+    # an env made with --prefix somewhere else is named by its path (every verb takes one)
+    elsewhere = make_env(tmp_path / "proj" / "my env")
+    assert f"envkit shell '{elsewhere}'" in commands(elsewhere)
+
+
+def test_with_conda_installed_conda_activate_is_offered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "miniforge"
+    (root / "bin").mkdir(parents=True)
+    conda = root / "bin" / "conda"
+    conda.write_text("#!/bin/sh\nexit 0\n")
+    conda.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{root / 'bin'}:/usr/bin:/bin")
+    monkeypatch.setenv("ENVKIT_HOME", str(tmp_path / "home"))
+    in_conda = make_env(root / "envs" / "dl")
+    assert "conda activate dl" in commands(in_conda) and "envkit shell dl" in commands(in_conda)
+    elsewhere = make_env(tmp_path / "p" / "x")
+    assert f"conda activate {elsewhere}" in commands(elsewhere)

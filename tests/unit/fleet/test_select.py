@@ -12,7 +12,6 @@ from envkit.detect import detect
 from envkit.fleet.inventory import NodeInfo
 from envkit.fleet.launcher import LocalLauncher, NodeSlot, run_all
 from envkit.fleet.select import fleet_machine, request_for_fleet, select_fleet
-from envkit.fleet.verify import FAIL, PASS, SKIPPED, NcclResult, NodeVerify, aggregate
 from envkit.models import Machine, Request
 from helpers import FakeGpu, FakeNVML, run_cli
 
@@ -61,19 +60,6 @@ def test_unreachable_nodes_do_not_take_part() -> None:
     down = NodeInfo("n9", "gpu", None, None, None, "no answer within 5 s", 5.0)
     fleet = select_fleet([node("n1", "580.65.06", "9.0"), down], Request())
     assert fleet.nodes == ("n1",) and fleet.selection is not None
-
-
-def test_verdict_follows_verify() -> None:
-    p = NodeVerify("a", PASS, "ok", speedup=3.0)
-    slow = NodeVerify("b", PASS, "ok", speedup=1.2)
-    s = NodeVerify("c", SKIPPED, "no gpu")
-    f = NodeVerify("d", FAIL, "broken")
-    assert aggregate([p, slow, s, f], None, 1.0).outcome == FAIL
-    result = aggregate([p, slow, s], None, 1.0)
-    assert result.outcome == PASS and result.slowest == "b" and int(result.exit_code) == 0
-    assert aggregate([s, s], None, 1.0).exit_code == 4
-    assert aggregate([p], NcclResult(FAIL, "ranks disagree"), 1.0).exit_code == 3
-    assert aggregate([s], NcclResult(SKIPPED, "gloo only"), 1.0).outcome == SKIPPED
 
 
 def test_local_launcher_gives_each_node_its_gpus_and_reports_failures() -> None:

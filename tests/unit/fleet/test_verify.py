@@ -1,4 +1,5 @@
-"""The cross-node step is retried once only when no rank reported (a startup/rendezvous failure)."""
+"""`envkit fleet verify`: one verdict from every node's verify, and the cross-node step retried once only when no
+rank reported (a startup/rendezvous failure)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 import pytest
 
 from envkit.fleet import verify as fv
+from envkit.fleet.verify import FAIL, PASS, SKIPPED, NcclResult, NodeVerify, aggregate
 
 
 def _fake(results: list[fv.NcclResult], calls: list[int]) -> Any:
@@ -40,3 +42,16 @@ def test_a_failure_twice_stays_a_failure(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setattr(fv, "_run_nccl_once", _fake([bad, bad], calls))
     result = fv.run_nccl(None, [], None)  # type: ignore[arg-type]
     assert len(calls) == 2 and result.outcome == fv.FAIL and result.node_errors == {"n2": "unreachable"}
+
+
+def test_verdict_follows_verify() -> None:
+    p = NodeVerify("a", PASS, "ok", speedup=3.0)
+    slow = NodeVerify("b", PASS, "ok", speedup=1.2)
+    s = NodeVerify("c", SKIPPED, "no gpu")
+    f = NodeVerify("d", FAIL, "broken")
+    assert aggregate([p, slow, s, f], None, 1.0).outcome == FAIL
+    result = aggregate([p, slow, s], None, 1.0)
+    assert result.outcome == PASS and result.slowest == "b" and int(result.exit_code) == 0
+    assert aggregate([s, s], None, 1.0).exit_code == 4
+    assert aggregate([p], NcclResult(FAIL, "ranks disagree"), 1.0).exit_code == 3
+    assert aggregate([s], NcclResult(SKIPPED, "gloo only"), 1.0).outcome == SKIPPED

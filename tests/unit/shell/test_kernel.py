@@ -1,4 +1,4 @@
-"""The commands printed after create fit the machine; the kernel's name says which torch and CUDA it has."""
+"""A Jupyter kernelspec for an env: its display name says which torch and CUDA it has; where the spec goes."""
 
 from __future__ import annotations
 
@@ -8,45 +8,11 @@ from pathlib import Path
 import pytest
 
 from envkit.shell.kernel import display_name, kernel_name, kernel_spec, kernels_dir, torch_of
-from envkit.shell.activate import next_steps
 
 
 def make_env(prefix: Path) -> Path:
     (prefix / "conda-meta").mkdir(parents=True)
     return prefix
-
-
-def commands(prefix: Path) -> list[str]:
-    return [command for command, _what in next_steps(prefix)]
-
-
-def test_without_conda_only_envkit_commands_with_the_real_name(tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ENVKIT_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("PATH", "/usr/bin:/bin")
-    monkeypatch.setenv("SHELL", "/bin/bash")
-    prefix = make_env(tmp_path / "home" / "envs" / "dl_train")
-    assert commands(prefix) == ["envkit shell dl_train", 'eval "$(envkit activate dl_train)"',
-                                "envkit run dl_train -- python train.py"]
-    monkeypatch.setenv("SHELL", "/usr/bin/fish")
-    assert "envkit activate dl_train | source" in commands(prefix)
-    # an env made with --prefix somewhere else is named by its path (every verb takes one)
-    elsewhere = make_env(tmp_path / "proj" / "my env")
-    assert f"envkit shell '{elsewhere}'" in commands(elsewhere)
-
-
-def test_with_conda_installed_conda_activate_is_offered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    root = tmp_path / "miniforge"
-    (root / "bin").mkdir(parents=True)
-    conda = root / "bin" / "conda"
-    conda.write_text("#!/bin/sh\nexit 0\n")
-    conda.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{root / 'bin'}:/usr/bin:/bin")
-    monkeypatch.setenv("ENVKIT_HOME", str(tmp_path / "home"))
-    in_conda = make_env(root / "envs" / "dl")
-    assert "conda activate dl" in commands(in_conda) and "envkit shell dl" in commands(in_conda)
-    elsewhere = make_env(tmp_path / "p" / "x")
-    assert f"conda activate {elsewhere}" in commands(elsewhere)
 
 
 def test_torch_and_cuda_in_the_display_name(tmp_path: Path) -> None:

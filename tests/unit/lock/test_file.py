@@ -113,3 +113,13 @@ def test_reads_rattler_v7_with_local_paths(tmp_path: Path) -> None:
 def test_bad_locks_say_why(text: str, match: str) -> None:
     with pytest.raises(LockError, match=match):
         parse_lock(text, "x.lock")
+
+
+def test_unlocked_lines_survive_the_lock_file() -> None:
+    lock = Lock(channels=("https://conda.anaconda.org/conda-forge",),
+                platforms=(LockedPlatform("linux-64"), LockedPlatform("osx-arm64", unlocked=("pip line 'x' no wheel",))))
+    text = render_lock(lock)
+    assert "pypi-unlocked" in text
+    back = parse_lock(text)
+    assert back.platform("osx-arm64").unlocked == ("pip line 'x' no wheel",) and back.platform("linux-64").unlocked == ()
+    assert "pypi-unlocked" not in render_lock(Lock(channels=(), platforms=(LockedPlatform("linux-64"),)))

@@ -1,8 +1,8 @@
-"""verify: the verdict logic on recorded payload outputs, and the runner with real and stand-in pythons."""
+"""verify's runner: the payload run by real and stand-in pythons (timeouts, crashes, the environment it gets),
+and `envkit verify` on a prefix or an unknown env."""
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import sys
@@ -10,57 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers import FIXTURES
 from helpers import run_cli
-from envkit.verify.report import FAIL, PASS, SKIPPED, verdict
+from envkit.verify.report import FAIL
 from envkit.verify.runner import run_payload
-
-REC = FIXTURES / "verify"
-
-
-def load(name: str) -> dict:
-    data = json.loads((REC / name).read_text())
-    return data
-
-
-def test_recorded_h200_pass() -> None:
-    outcome, summary = verdict(load("pass-h200.json"))
-    assert outcome == PASS and "NVIDIA H200" in summary
-
-
-def test_recorded_cpu_build_on_a_gpu_machine_fails() -> None:
-    outcome, summary = verdict(load("fail-cpu-build.json"))
-    assert outcome == FAIL and "CPU build of PyTorch installed" in summary
-
-
-def test_a_failed_gpu_check_fails_the_run() -> None:
-    data = load("pass-h200.json")
-    broken = copy.deepcopy(data)
-    arch = next(c for c in broken["checks"] if c["name"] == "architecture")
-    arch.update(status="fail", explanation="sm_90 is not in this build (sm_50 sm_60)")
-    assert verdict(broken) == (FAIL, "architecture: sm_90 is not in this build (sm_50 sm_60)")
-
-
-def test_warnings_do_not_fail_but_are_named() -> None:
-    data = copy.deepcopy(load("pass-h200.json"))
-    next(c for c in data["checks"] if c["name"] == "speed")["status"] = "warn"
-    outcome, summary = verdict(data)
-    assert outcome == PASS and "speed" in summary
-
-
-def test_skipped_is_never_pass() -> None:
-    data = {"checks": [{"name": "import", "status": "pass", "explanation": ""},
-                       {"name": "driver", "status": "skip", "explanation": "no NVIDIA driver"}]}
-    outcome, summary = verdict(data)
-    assert outcome == SKIPPED and "not a PASS" in summary
-
-
-def test_h200_evidence_meets_the_bars() -> None:
-    """The committed H200 run: >= 2x AMP speed-up on the Tensor-Core workload, memory ratio <= 0.8."""
-    checks = {c["name"]: c for c in load("pass-h200.json")["checks"]}
-    assert checks["speed"]["values"]["speedup"] >= 2.0
-    assert checks["memory"]["values"]["ratio"] <= 0.8
-    assert sum(c["duration_s"] for c in checks.values()) <= 20
 
 
 def test_real_payload_on_cpu_torch_is_skipped(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -1,9 +1,8 @@
 """`envkit lock`'s pip section (issue 12): the wheel tags each conda platform installs, how the pip
-section splits into what pip resolves and what cannot be locked, and the lock's record of the latter."""
+section splits into what pip resolves and what cannot be locked."""
 
 from __future__ import annotations
 
-from envkit.lock.file import Lock, LockedPlatform, parse_lock, render_lock
 from envkit.lock.solve import plan_pip, wheel_platforms
 from envkit.render.mirrors import custom
 
@@ -41,13 +40,3 @@ def test_plan_pip_behind_a_mirror_names_pypi() -> None:
     assert plan.indexes == ("https://pypi.org/simple",) and plan.mirror_pypi == "http://127.0.0.1:9/m/pypi/simple"
     own = plan_pip(("--index-url https://corp.example/simple", "datasets"), mirror)
     assert own.indexes == ("https://corp.example/simple",) and own.options[0] == "--index-url https://corp.example/simple"
-
-
-def test_unlocked_lines_survive_the_lock_file() -> None:
-    lock = Lock(channels=("https://conda.anaconda.org/conda-forge",),
-                platforms=(LockedPlatform("linux-64"), LockedPlatform("osx-arm64", unlocked=("pip line 'x' no wheel",))))
-    text = render_lock(lock)
-    assert "pypi-unlocked" in text
-    back = parse_lock(text)
-    assert back.platform("osx-arm64").unlocked == ("pip line 'x' no wheel",) and back.platform("linux-64").unlocked == ()
-    assert "pypi-unlocked" not in render_lock(Lock(channels=(), platforms=(LockedPlatform("linux-64"),)))

@@ -1,5 +1,6 @@
-"""torch 1.7-1.12 (envkit/compat/legacy.yaml): every row cites a source, and the rules the issue names
-hold for every release in the table (tests generated from the table itself)."""
+"""torch 1.7-1.12 (envkit/compat/legacy.yaml): every row cites a source, and the era's rules (no build runs on
+Hopper, Ampere and Pascal get a covering build, old drivers lack minor-version compatibility, deleted releases
+are explained) hold for every release in the table (tests generated from the table itself)."""
 
 from __future__ import annotations
 
