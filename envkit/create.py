@@ -24,7 +24,8 @@ from envkit.engines.base import (ENGINES, CreateOptions, CreateResult, Timer,  #
                                  cuda_override_for, pip_guard, plan_guard, update_meta_phases, write_history,
                                  write_meta, write_state)
 from envkit.errors import EngineError, EnvExistsError, EnvkitError, UsageError
-from envkit.prefix.locations import META_DIR, check_name, default_prefix
+from envkit.prefix import records
+from envkit.prefix.locations import check_name, default_prefix
 from envkit.models import Machine, Selection
 from envkit.render.envfile import EnvFile
 from envkit.secrets import redact
@@ -181,10 +182,8 @@ def _run_pip(prefix: Path, lines: Sequence[str], selection: Selection | None, on
     import shutil
     import tempfile
 
-    reqs = prefix / META_DIR / "requirements.txt"
-    reqs.parent.mkdir(parents=True, exist_ok=True)
     file_lines, secret_env = pip_index_env(lines)
-    reqs.write_text(redact("\n".join(file_lines)) + "\n", encoding="utf-8")
+    records.write_pip_requirements(prefix, redact("\n".join(file_lines)) + "\n")
     private = Path(tempfile.mkdtemp(prefix="envkit-pip-"))
     try:
         (private / "requirements.txt").write_text("\n".join(file_lines) + "\n", encoding="utf-8")
@@ -235,7 +234,6 @@ def _pip_install(prefix: Path, private: Path, secret_env: dict[str, str], select
 def _keep_pip_provenance(prefix: Path, planned: Sequence[Any]) -> None:
     """Where each wheel came from (URL without credentials, sha256): `envkit export --format lock` writes
     real PyPI entries from it. pip's own report is not kept (its URLs may carry an index's credentials)."""
-    from envkit.export import PIP_PROVENANCE
     from envkit.render.mirrors import strip_credentials
 
     rows = []
@@ -245,7 +243,7 @@ def _keep_pip_provenance(prefix: Path, planned: Sequence[Any]) -> None:
         digest = ((info.get("archive_info") or {}).get("hashes") or {}).get("sha256")
         rows.append({"name": item["metadata"]["name"], "version": item["metadata"]["version"], "url": url,
                      "sha256": digest})
-    (prefix / META_DIR / PIP_PROVENANCE).write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
+    records.write_pip_provenance(prefix, rows)
 
 
 # -- the whole flow -----------------------------------------------------------------------------
@@ -547,6 +545,6 @@ def _drop_half_made(prefix: Path) -> None:
 
     if prefix.is_symlink() or not prefix.exists():
         return
-    if (prefix / "conda-meta").is_dir() or not any(prefix.iterdir()):
+    if records.has_conda_meta(prefix) or not any(prefix.iterdir()):
         with quiet_signals():
             trash(prefix)

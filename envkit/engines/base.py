@@ -5,7 +5,6 @@ types, the phase timer, the CUDA override rule, and the files written into a fin
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Iterator, Sequence
@@ -16,14 +15,12 @@ from typing import Any
 
 from envkit import __version__
 from envkit.errors import PlanGuardError
-from envkit.prefix.locations import META_DIR
 from envkit.models import Machine, Request, Selection
+from envkit.prefix import records
 from envkit.render.envfile import EnvFile
 from envkit.secrets import redact
 from envkit.verify.report import VerifyReport
 
-STAGING = ".envkit-staging"
-OLD = ".envkit-old"
 ENGINES = ("rattler", "conda", "mamba", "micromamba")
 
 
@@ -139,9 +136,7 @@ def cuda_override_for(opts: CreateOptions, machine: Machine, selection: Selectio
 def write_meta(prefix: Path, opts: CreateOptions, env_text: str, selection: Selection | None, machine: Machine,
                 packages: Sequence[Any], timer: Timer, cuda_override: str | None,
                 engine_version: str | None = None) -> None:
-    meta = prefix / META_DIR
-    meta.mkdir(parents=True, exist_ok=True)
-    (meta / "environment.yml").write_text(env_text, encoding="utf-8")
+    records.write_kept_env_file(prefix, env_text)
     data = {
         "envkit_version": __version__, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "name": opts.name, "spec": opts.spec, "file": str(opts.file) if opts.file else None,
@@ -150,7 +145,7 @@ def write_meta(prefix: Path, opts: CreateOptions, env_text: str, selection: Sele
         "machine": machine.to_json(), "packages": len(packages), "phases_s": {},
         "command": redact(" ".join(opts.argv)),
     }
-    (meta / "create.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    records.write_create(prefix, data)
 
 
 def _engine_version(engine: str) -> str | None:
@@ -167,18 +162,11 @@ def _engine_version(engine: str) -> str | None:
 def write_state(prefix: Path, envfile: EnvFile) -> None:
     """`variables:` go where conda keeps them (conda-meta/state), so `conda activate` exports them too."""
     if envfile.variables:
-        state = prefix / "conda-meta" / "state"
-        state.write_text(json.dumps({"env_vars": dict(envfile.variables)}, indent=2) + "\n", encoding="utf-8")
+        records.write_state(prefix, envfile.variables)
 
 
 def update_meta_phases(prefix: Path, timer: Timer) -> None:
-    path = prefix / META_DIR / "create.json"
-    try:
-        data = json.loads(path.read_text())
-        data["phases_s"] = {k: round(v, 3) for k, v in timer.phases.items()}
-        path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    except (OSError, ValueError):
-        pass
+    records.update_create(prefix, phases_s={k: round(v, 3) for k, v in timer.phases.items()})
 
 
 def write_history(prefix: Path, opts: CreateOptions, packages: Sequence[Any], specs: Sequence[str]) -> None:

@@ -36,9 +36,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from envkit import proc
-from envkit.engines.base import OLD, CreateResult, PlannedPackage, cuda_override_for, write_meta
+from envkit.engines.base import CreateResult, PlannedPackage, cuda_override_for, write_meta
 from envkit.errors import EngineError
 from envkit.models import Machine, Selection
+from envkit.prefix.records import conda_records
+from envkit.prefix.staging import OLD
 from envkit.render.envfile import EnvFile
 from envkit.secrets import redact
 
@@ -170,8 +172,7 @@ def parse_plan(text: str) -> list[PlannedPackage]:
 
 def read_installed(prefix: Path) -> list[PlannedPackage]:
     """The real package list after the engine ran: conda-meta/*.json."""
-    from envkit.safeio import conda_records  # bounded reads: the engine wrote these, but they are files
-
+    # bounded reads (records.py): the engine wrote these, but they are files
     return [_planned_from(data, cached=True) for _path, data in conda_records(prefix) if data.get("name")]
 
 

@@ -29,6 +29,7 @@ from envkit import __version__
 from envkit.engines.base import PlannedPackage  # noqa: F401 (re-exported: it was defined here)
 from envkit.errors import EngineError, os_error_hint
 from envkit.fsutil import sha256_of
+from envkit.prefix.records import record_paths
 from envkit.render.mirrors import Mirror, canonical_urls
 from envkit.secrets import VAULT, redact
 
@@ -603,7 +604,8 @@ def _vp_text(vp: Any) -> str:
 
 
 def read_prefix_records(prefix: Path) -> list[Any]:
-    """PrefixRecords of an environment (rattler has no collect_from_prefix in Python)."""
+    """PrefixRecords of an environment (rattler has no collect_from_prefix in Python): rattler parses the
+    record files itself, records.py says which files they are."""
     from rattler import PrefixRecord
 
-    return [PrefixRecord.from_path(p) for p in sorted((prefix / "conda-meta").glob("*.json"))]
+    return [PrefixRecord.from_path(p) for p in record_paths(prefix)]

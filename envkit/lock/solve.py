@@ -30,7 +30,6 @@ from typing import Any
 from envkit.errors import EngineError, InputError, UsageError
 from envkit.lock.file import PYPI_SIMPLE, Lock, LockedPlatform, LockedPypi
 from envkit.models import Request, Selection
-from envkit.safeio import load_json
 
 KNOWN_PLATFORMS = ("linux-64", "linux-aarch64", "linux-ppc64le", "osx-64", "osx-arm64", "win-64")
 GLIBC = "2.28"
@@ -371,7 +370,7 @@ def lock_from_prefix(prefix: Path, platforms: tuple[str, ...], *, mirror: str | 
     CUDA selectors included) solved for each platform at the CUDA level it was created for."""
 
     from envkit.export import export_yaml
-    from envkit.prefix.locations import META_DIR
+    from envkit.prefix.records import CREATE_FILE, read_meta
     from envkit.render.adapt import parse_file
     from envkit.render.envfile import EnvFile
 
@@ -386,7 +385,7 @@ def lock_from_prefix(prefix: Path, platforms: tuple[str, ...], *, mirror: str | 
     envfile = EnvFile(parsed.name or prefix.name, parsed.channels, parsed.conda, parsed.pip, parsed.variables, ())
     cuda = None
     try:
-        meta = load_json(prefix / META_DIR / "create.json", "metadata file")
+        meta = read_meta(prefix, CREATE_FILE)
         cuda = meta.get("cuda_override") or (meta.get("selection") or {}).get("cuda")
         recorded = meta.get("mirror")
         if mirror is None and recorded and "*" not in recorded:  # a redacted one cannot be reused

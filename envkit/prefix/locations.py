@@ -10,9 +10,10 @@ from pathlib import Path
 
 from envkit.config import envkit_home
 from envkit.errors import EnvNotFoundError, UsageError
+from envkit.prefix.records import META_DIR as META_DIR  # re-export for callers not yet moved to records
+from envkit.prefix.records import has_conda_meta
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}\Z")
-META_DIR = ".envkit"  # <prefix>/.envkit/{environment.yml,verify.json,...}
 
 
 def check_name(name: str) -> str:
@@ -76,7 +77,7 @@ def find_prefix(name: str | None, prefix: str | None) -> Path:
     """An existing environment by --prefix or by name; an error that lists what exists otherwise."""
     if prefix:
         path = Path(prefix).expanduser().absolute()
-        if not (path / "conda-meta").is_dir():
+        if not has_conda_meta(path):
             raise EnvNotFoundError(f"{path} is not an environment (no conda-meta folder)",
                                    "pass the prefix of an environment, or create one: envkit create NAME")
         return path
@@ -86,7 +87,7 @@ def find_prefix(name: str | None, prefix: str | None) -> Path:
         return find_prefix(None, name)
     check_name(name)
     for directory in search_dirs():
-        if (directory / name / "conda-meta").is_dir():
+        if has_conda_meta(directory / name):
             return directory / name
     known = ", ".join(sorted(p.name for p in list_envs())) or "none yet"
     raise EnvNotFoundError(f"no environment named {name!r} (known: {known})",
@@ -99,6 +100,6 @@ def list_envs() -> list[Path]:
         if not directory.is_dir():
             continue
         for child in sorted(directory.iterdir()):
-            if (child / "conda-meta").is_dir() and not child.name.startswith(".") and child not in found:
+            if has_conda_meta(child) and not child.name.startswith(".") and child not in found:
                 found.append(child)
     return found

@@ -32,6 +32,7 @@ from typing import Any
 
 from envkit.errors import EnvExistsError, EnvkitError
 from envkit.fsutil import Locked, flocked, rename_noreplace, try_lock
+from envkit.prefix.records import has_conda_meta
 
 STAGING = ".envkit-staging"
 OLD = ".envkit-old"
@@ -191,7 +192,7 @@ def check_target(prefix: Path, force: bool, allow_foreign: bool, expected_id: st
     if prefix.is_symlink() and not prefix.exists():
         raise EnvExistsError(f"{prefix} is a dangling symlink; it was not touched",
                              f"remove the link (rm {prefix}) or choose another name or --prefix")
-    is_env = (prefix / "conda-meta").is_dir()
+    is_env = has_conda_meta(prefix)
     if not force:
         what = "an environment" if is_env else "a file" if not prefix.is_dir() else "a folder"
         raise EnvExistsError(f"{prefix} already exists ({what}); it was not touched",
@@ -356,7 +357,7 @@ def _recover(kind: str, folder: Path, target: Path, data: dict[str, Any]) -> lis
             return [f"ignored {folder.name}.lock: it names a folder that is not this env's set-aside copy"]
         if target.exists() and target.stat().st_uid != os.geteuid():
             return []
-        if target.exists() and not target.is_symlink() and (target / "conda-meta").is_dir() or _empty_dir(target):
+        if target.exists() and not target.is_symlink() and has_conda_meta(target) or _empty_dir(target):
             trash(target)
             notes.append(f"removed the half-made {target} (an external-engine create was interrupted)")
         if aside is not None and aside.exists() and not target.exists():

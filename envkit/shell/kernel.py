@@ -21,8 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envkit.errors import InputError
-from envkit.safeio import conda_records, load_json
+from envkit.errors import EnvkitError, InputError
+from envkit.fsutil import atomic_write_text
+from envkit.prefix.records import CREATE_FILE, conda_records, has_record, read_meta
+from envkit.safeio import load_json
+from envkit.shell.activate import default_env, read_env
 
 MARK = "envkit"
 
@@ -50,8 +53,7 @@ def kernel_name(env_name: str) -> str:
 
 def has_ipykernel(prefix: Path) -> bool:
     """ipykernel installed by conda (a conda-meta record) or by pip (its package folder in site-packages)."""
-    meta = prefix / "conda-meta"
-    if any(meta.glob("ipykernel-*.json")):
+    if has_record(prefix, "ipykernel"):
         return True
     return any(prefix.glob("lib/python3*/site-packages/ipykernel/__init__.py"))
 
@@ -59,7 +61,7 @@ def has_ipykernel(prefix: Path) -> bool:
 def torch_of(prefix: Path) -> tuple[str | None, str | None]:
     """(torch version, 'CUDA X.Y' or 'CPU'): envkit's own record first, then conda-meta, then pip's dist-info."""
     try:
-        sel = load_json(prefix / ".envkit" / "create.json", "metadata file").get("selection") or {}
+        sel = read_meta(prefix, CREATE_FILE).get("selection") or {}
         if sel.get("torch"):
             return str(sel["torch"]), (f"CUDA {sel['cuda']}" if sel.get("cuda") else "CPU")
     except (InputError, AttributeError):
@@ -85,8 +87,6 @@ def display_name(env_name: str, prefix: Path) -> str:
 
 def kernel_spec(prefix: Path, env_name: str) -> dict[str, Any]:
     """kernel.json for the env (pure apart from reading the env's own files)."""
-    from envkit.shell.activate import default_env, read_env
-
     info = read_env(prefix)
     env = {k: v.replace("$", "$$") for k, v in info.settable_vars().items()}
     env.update(PATH=f"{prefix}/bin:${{PATH}}", CONDA_PREFIX=str(prefix),
@@ -112,9 +112,6 @@ def _owner(folder: Path) -> str | None:
 
 def register(prefix: Path, env_name: str) -> Kernel:
     """Write (or refresh) the env's kernelspec; a same-named spec envkit did not make is left alone."""
-    from envkit.errors import EnvkitError
-    from envkit.fsutil import atomic_write_text
-
     name = kernel_name(env_name)
     folder = kernels_dir() / name
     if folder.exists() and _owner(folder) is None:
@@ -152,8 +149,6 @@ def after_create(prefix: Path, env_name: str, skip: bool) -> str | None:
     """`envkit create`'s step: register when the env has ipykernel; a note for the summary, never a failure."""
     if skip or not has_ipykernel(prefix):
         return None
-    from envkit.errors import EnvkitError
-
     try:
         kernel = register(prefix, env_name)
     except (OSError, EnvkitError) as exc:

@@ -18,9 +18,9 @@ def activated_env(prefix: Path) -> dict[str, str]:
     env["PATH"] = f"{prefix / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     env["CONDA_PREFIX"] = str(prefix)
     env["CONDA_DEFAULT_ENV"] = prefix.name
-    from envkit.safeio import conda_state_vars
+    from envkit.prefix.records import state_vars
 
-    env.update(conda_state_vars(prefix))
+    env.update(state_vars(prefix))
     return env
 
 

@@ -20,8 +20,9 @@ def verify_env(*, name: str | None = None, prefix: str | None = None, python: st
                save: bool = True) -> VerifyReport:
     """Run the AMP payload with the env's python; save the report in <prefix>/.envkit/verify.json."""
     from envkit.detect import detect
-    from envkit.prefix.locations import META_DIR, find_prefix
-    from envkit.verify.runner import python_of, resolve_python, run_payload, save_report
+    from envkit.prefix.locations import find_prefix
+    from envkit.prefix.records import write_verify
+    from envkit.verify.runner import python_of, report_text, resolve_python, run_payload, save_report
 
     env_prefix: Path | None = None
     if python:
@@ -33,7 +34,7 @@ def verify_env(*, name: str | None = None, prefix: str | None = None, python: st
     options = {"quick": quick, "device": device, "all_gpus": all_gpus}
     report = run_payload(exe, options, machine, prefix=env_prefix, timeout=timeout)
     if env_prefix is not None and save:
-        save_report(report, env_prefix / META_DIR / "verify.json")
+        write_verify(env_prefix, report_text(report))
     if report_file is not None:
         save_report(report, report_file)
     return report

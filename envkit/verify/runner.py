@@ -152,8 +152,14 @@ def run_payload(python: str, options: dict[str, Any], machine: dict[str, Any] | 
     return build_report(payload, machine, python, pfx)
 
 
-def save_report(report: VerifyReport, path: Path) -> None:
-    from envkit.fsutil import atomic_write_text
+def report_text(report: VerifyReport) -> str:
+    """The report as it is saved: indented JSON, credentials redacted."""
     from envkit.secrets import redact
 
-    atomic_write_text(path, redact(json.dumps(report.to_json(), indent=2)) + "\n")
+    return redact(json.dumps(report.to_json(), indent=2)) + "\n"
+
+
+def save_report(report: VerifyReport, path: Path) -> None:
+    from envkit.fsutil import atomic_write_text
+
+    atomic_write_text(path, report_text(report))
