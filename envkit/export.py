@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from envkit.compat.builds import marks_cuda
 from envkit.errors import ExportError, InputError
 from envkit.prefix import records as prefix_records
 from envkit.prefix.history import requested_specs
@@ -56,16 +57,16 @@ class Exported:
     sidecar: str | None = None  # explicit format: pip section + variables (YAML), written next to the file
 
 
-# A build string that marks a CUDA variant: conda-forge `cuda130_generic_py311_h..._200`, the legacy
-# pytorch channel `py3.11_cuda12.4_cudnn9.1.0_0`, `pytorch-mutex 1.0 cuda`. The export keeps a
-# `*cuda*` build selector for them (conda MatchSpec globs, conda docs "Package match specifications"),
-# so a solver that sees no __cuda fails loudly instead of quietly choosing the CPU build.
-_CUDA_BUILD = re.compile(r"cuda", re.IGNORECASE)
+# A build string that marks a CUDA variant (compat/builds.py `marks_cuda`): conda-forge
+# `cuda130_generic_py311_h..._200`, the legacy pytorch channel `py3.11_cuda12.4_cudnn9.1.0_0`,
+# `pytorch-mutex 1.0 cuda`. The export keeps a `*cuda*` build selector for them (conda MatchSpec globs,
+# conda docs "Package match specifications"), so a solver that sees no __cuda fails loudly instead of
+# quietly choosing the CPU build.
 CUDA_SELECTOR = "*cuda*"
 
 
 def is_cuda_variant(record: CondaRecord) -> bool:
-    return bool(_CUDA_BUILD.search(record.build)) and not record.name.startswith("cuda-")
+    return marks_cuda(record.build) and not record.name.startswith("cuda-")
 
 
 def pinned(record: CondaRecord) -> str:

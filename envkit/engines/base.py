@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from envkit import __version__
+from envkit.compat.builds import is_cpu_build
 from envkit.errors import PlanGuardError
 from envkit.models import Machine, Request, Selection
 from envkit.prefix import records
@@ -178,7 +179,6 @@ def write_history(prefix: Path, opts: CreateOptions, packages: Sequence[Any], sp
 
 
 # -- the plan guard ------------------------------------------------------------------------------
-_CPU_BUILD = re.compile(r"^cpu[_-]|(^|_)cpu(_|$)")
 
 
 def plan_guard(selection: Selection | None, packages: Sequence[Any], specs: Sequence[str]) -> None:
@@ -194,7 +194,7 @@ def plan_guard(selection: Selection | None, packages: Sequence[Any], specs: Sequ
     elif mutex is not None and mutex.build.startswith("cpu"):
         culprit = next((p.name for p in packages if any(d.startswith("pytorch-mutex") and "cpu" in d
                                                             for d in p.depends)), "pytorch-mutex")
-    elif torch is not None and _CPU_BUILD.search(torch.build):
+    elif torch is not None and is_cpu_build(torch.build):
         culprit = "pytorch"
     if culprit is None:
         _variant_guard(selection, by_name)

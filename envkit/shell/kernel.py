@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from envkit.compat.builds import CUDA_PINS, UNKNOWN, cuda_of_build, cuda_of_pins, cuda_of_wheel
 from envkit.errors import EnvkitError, InputError
 from envkit.fsutil import atomic_write_text
 from envkit.prefix.records import CREATE_FILE, conda_records, has_record, read_meta
@@ -58,8 +59,13 @@ def has_ipykernel(prefix: Path) -> bool:
     return any(prefix.glob("lib/python3*/site-packages/ipykernel/__init__.py"))
 
 
+def _label(cuda: str | None) -> str | None:
+    return "CPU" if cuda is None else None if cuda == UNKNOWN else f"CUDA {cuda}"
+
+
 def torch_of(prefix: Path) -> tuple[str | None, str | None]:
-    """(torch version, 'CUDA X.Y' or 'CPU'): envkit's own record first, then conda-meta, then pip's dist-info."""
+    """(torch version, 'CUDA X.Y', 'CPU' or None when the build does not say): envkit's own record first,
+    then conda-meta, then pip's dist-info; build strings read by compat/builds.py, as doctor reads them."""
     try:
         sel = read_meta(prefix, CREATE_FILE).get("selection") or {}
         if sel.get("torch"):
@@ -67,14 +73,15 @@ def torch_of(prefix: Path) -> tuple[str | None, str | None]:
     except (InputError, AttributeError):
         pass
     for _record, data in conda_records(prefix, "pytorch-[0-9]*.json"):
-        build = str(data.get("build", ""))
-        # conda-forge builds read cuda126_..., the pytorch channel's py3.12_cuda12.4_...
-        match = re.search(r"cuda(\d+)\.(\d+)", build) or re.search(r"cuda(\d{2})(\d)", build)
-        return str(data.get("version")), (f"CUDA {match.group(1)}.{match.group(2)}" if match else "CPU")
+        cuda = cuda_of_build(str(data.get("build", "")))
+        if cuda == UNKNOWN:  # a build string that names no variant: the env's cuda-version / pytorch-cuda say it
+            pins = {str(d.get("name")): str(d.get("version")) for name in CUDA_PINS
+                    for _p, d in conda_records(prefix, f"{name}-[0-9]*.json")}
+            cuda = cuda_of_pins(pins) or UNKNOWN
+        return str(data.get("version")), _label(cuda)
     for dist in sorted(prefix.glob("lib/python3*/site-packages/torch-*.dist-info")):
         version = dist.name[len("torch-"):-len(".dist-info")]
-        match = re.search(r"\+cu(\d+)(\d)$", version)
-        return version.split("+")[0], (f"CUDA {match.group(1)}.{match.group(2)}" if match else "CPU")
+        return version.split("+")[0], _label(cuda_of_wheel(version))
     return None, None
 
 
@@ -82,7 +89,7 @@ def display_name(env_name: str, prefix: Path) -> str:
     torch, cuda = torch_of(prefix)
     if torch is None:
         return f"Python (envkit: {env_name})"
-    return f"Python (envkit: {env_name}, torch {torch}, {cuda})"
+    return f"Python (envkit: {env_name}, torch {torch}" + (f", {cuda})" if cuda else ")")
 
 
 def kernel_spec(prefix: Path, env_name: str) -> dict[str, Any]:
