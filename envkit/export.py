@@ -15,13 +15,16 @@ from pathlib import Path
 from typing import Any
 
 from envkit.compat.builds import marks_cuda
+from envkit.config import load_file_config
 from envkit.errors import ExportError, InputError
+from envkit.lock.file import PYPI_SIMPLE, Lock, LockedConda, LockedPlatform, LockedPypi, render_lock
 from envkit.prefix import records as prefix_records
 from envkit.prefix.history import requested_specs
 from envkit.prefix.records import PIP_PROVENANCE as PIP_PROVENANCE  # re-export: create.py imported it from here
 from envkit.render.envfile import EnvFile, check_pip_line, check_variables
 from envkit.render.mirrors import canonical_channel, canonical_urls, strip_credentials
 from envkit.safeio import load_json, load_yaml, read_bytes, read_text
+from envkit.secrets import redact
 
 FORMATS = ("yaml", "explicit", "lock")
 PYTORCH_INDEX = "https://download.pytorch.org/whl"
@@ -384,13 +387,12 @@ def _pip_report(prefix: Path) -> dict[str, tuple[str, str | None]]:
     return out
 
 
-def locked_pypi(prefix: Path, records: list[CondaRecord], strict: bool) -> tuple[list[Any], list[str], list[str]]:
+def locked_pypi(prefix: Path, records: list[CondaRecord],
+                strict: bool) -> tuple[list[LockedPypi], list[str], list[str]]:
     """PyPI entries for a lock: exact artifact URL + sha256 when the create-time pip report has them,
     else the direct/VCS URL, else the index's project page (installed as name==version from `indexes`)."""
-    from envkit.lock.file import LockedPypi
-
     report = _pip_report(prefix)
-    entries: list[Any] = []
+    entries: list[LockedPypi] = []
     indexes: list[str] = []
     warnings: list[str] = []
     for pkg in _recreatable(read_pip(prefix, records), strict, warnings):
@@ -412,8 +414,6 @@ def locked_pypi(prefix: Path, records: list[CondaRecord], strict: bool) -> tuple
 def export_lock(prefix: Path, config: dict[str, Any] | None = None, *, version: int = 6, strict: bool = False,
                 no_pip: bool = False) -> Exported:
     """The installed env as a rattler lock (v6 by default: what conda-lockfiles 0.2 and pixi read)."""
-    from envkit.lock.file import PYPI_SIMPLE, Lock, LockedConda, LockedPlatform, render_lock
-
     records = read_records(prefix, config)  # validates every file first, with a clear error
     subdir = next((r.subdir for r in records if r.subdir and r.subdir != "noarch"), "linux-64")
     known = canonical_urls()
@@ -430,7 +430,7 @@ def export_lock(prefix: Path, config: dict[str, Any] | None = None, *, version: 
             build_number=_int_or_none(data.get("build_number")), license=data.get("license") or None,
             timestamp=_int_or_none(data.get("timestamp")),
             channel=(known.get(r.channel, r.channel) if "://" in known.get(r.channel, r.channel) else "")))
-    pypi: list[Any] = []
+    pypi: list[LockedPypi] = []
     indexes: list[str] = []
     warnings: list[str] = []
     if not no_pip:
@@ -439,8 +439,6 @@ def export_lock(prefix: Path, config: dict[str, Any] | None = None, *, version: 
             indexes.insert(0, PYPI_SIMPLE)
     lock = Lock(channels=channels, platforms=(LockedPlatform(subdir, tuple(conda), tuple(pypi)),),
                 indexes=tuple(dict.fromkeys(indexes)), variables=read_variables(prefix))
-    from envkit.secrets import redact
-
     return Exported(redact(render_lock(lock, version)), tuple(warnings))
 
 
@@ -452,8 +450,6 @@ def _int_or_none(value: Any) -> int | None:
 
 
 def export_env(prefix: Path, *, fmt: str = "yaml", **kwargs: Any) -> Exported:
-    from envkit.config import load_file_config
-
     config = load_file_config().data
     if fmt == "yaml":
         return export_yaml(prefix, config=config, **kwargs)

@@ -18,6 +18,7 @@ from envkit.compat.builds import is_cpu_build
 from envkit.errors import PlanGuardError
 from envkit.models import Machine, Request, Selection
 from envkit.prefix import records
+from envkit.prefix.history import Dist, append, revision_block
 from envkit.render.envfile import EnvFile
 from envkit.secrets import redact
 from envkit.verify.report import VerifyReport
@@ -71,7 +72,7 @@ class CreateOptions:
 @dataclass(frozen=True)
 class CreateResult:
     prefix: Path
-    packages: tuple[Any, ...]  # PlannedPackage
+    packages: tuple[PlannedPackage, ...]
     selection: Selection | None
     machine: Machine
     phases: dict[str, float]
@@ -135,7 +136,7 @@ def cuda_override_for(opts: CreateOptions, machine: Machine, selection: Selectio
 
 
 def write_meta(prefix: Path, opts: CreateOptions, env_text: str, selection: Selection | None, machine: Machine,
-                packages: Sequence[Any], timer: Timer, cuda_override: str | None,
+                packages: Sequence[PlannedPackage], timer: Timer, cuda_override: str | None,
                 engine_version: str | None = None) -> None:
     records.write_kept_env_file(prefix, env_text)
     data = {
@@ -170,9 +171,7 @@ def update_meta_phases(prefix: Path, timer: Timer) -> None:
     records.update_create(prefix, phases_s={k: round(v, 3) for k, v in timer.phases.items()})
 
 
-def write_history(prefix: Path, opts: CreateOptions, packages: Sequence[Any], specs: Sequence[str]) -> None:
-    from envkit.prefix.history import Dist, append, revision_block
-
+def write_history(prefix: Path, opts: CreateOptions, packages: Sequence[PlannedPackage], specs: Sequence[str]) -> None:
     dists = [Dist(p.channel, p.subdir, p.name, p.version, p.build) for p in packages]
     append(prefix, revision_block([redact(a) for a in opts.argv], dists, [], specs,
                                   engine=_engine_version(opts.engine)))
@@ -181,7 +180,7 @@ def write_history(prefix: Path, opts: CreateOptions, packages: Sequence[Any], sp
 # -- the plan guard ------------------------------------------------------------------------------
 
 
-def plan_guard(selection: Selection | None, packages: Sequence[Any], specs: Sequence[str]) -> None:
+def plan_guard(selection: Selection | None, packages: Sequence[PlannedPackage], specs: Sequence[str]) -> None:
     """A GPU build was selected but the solution holds a CPU torch: stop before any download."""
     if selection is None or not selection.is_gpu:
         return
@@ -208,7 +207,7 @@ def plan_guard(selection: Selection | None, packages: Sequence[Any], specs: Sequ
         "or ask for a CPU env with --cuda cpu")
 
 
-def _variant_guard(selection: Selection, by_name: dict[str, Any]) -> None:
+def _variant_guard(selection: Selection, by_name: dict[str, PlannedPackage]) -> None:
     """The solved CUDA build must be the selected one: conda-forge `cuda130_*` with cuda-version 13.0,
     the pytorch channel's `*_cuda12.4_*` with pytorch-cuda 12.4 (issue 11). Stops before any download."""
     torch = by_name.get("pytorch")
@@ -242,7 +241,7 @@ def _spec_name(spec: str) -> str:
     return re.split(r"[\s=<>!~\[]", spec.split("::")[-1], maxsplit=1)[0]
 
 
-def _blame(culprit: str, by_name: dict[str, Any], specs: Sequence[str]) -> str:
+def _blame(culprit: str, by_name: dict[str, PlannedPackage], specs: Sequence[str]) -> str:
     """The requested spec whose dependency tree reaches `culprit` (itself if it was asked for)."""
     for spec in specs:
         seen: set[str] = set()

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from envkit.config import envkit_home
 from envkit.errors import EnvNotFoundError, UsageError
+from envkit.prefix.condarc import envs_dirs
 from envkit.prefix.records import META_DIR as META_DIR  # re-export for callers not yet moved to records
 from envkit.prefix.records import has_conda_meta
 
@@ -36,8 +37,6 @@ def conda_root() -> Path | None:
 def conda_envs_dirs() -> list[Path]:
     """conda's envs_dirs in its own precedence: CONDA_ENVS_PATH, .condarc envs_dirs (every file conda
     reads, $CONDARC included: envkit.prefix.condarc), <root>/envs, ~/.conda/envs."""
-    from envkit.prefix.condarc import envs_dirs
-
     dirs: list[Path] = envs_dirs()
     root = conda_root()
     if root is not None:

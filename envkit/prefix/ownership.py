@@ -23,7 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envkit import __version__
+from envkit.config import cache_dir, envkit_home
 from envkit.errors import EnvkitError, InputError
+from envkit.prefix.locations import conda_envs_dirs, conda_root, envkit_envs_dir
 from envkit.prefix.records import (has_owner_marker, has_records_or_history, made_by_envkit, read_owner_marker,
                                    write_owner_marker)
 from envkit.safeio import load_json
@@ -45,8 +47,6 @@ class Ownership:
 
 
 def registry_dir() -> Path:
-    from envkit.config import envkit_home
-
     return envkit_home() / "owned"
 
 
@@ -127,12 +127,8 @@ def is_env(path: Path) -> bool:
 
 
 def _protected() -> list[tuple[Path, str]]:
-    from envkit.config import cache_dir, envkit_home
-
     places = [(Path("/"), "the filesystem root"), (Path.home(), "your home folder ($HOME)"),
               (envkit_home(), "envkit's home (ENVKIT_HOME)"), (cache_dir(), "envkit's package cache")]
-    from envkit.prefix.locations import conda_envs_dirs, conda_root, envkit_envs_dir
-
     places.append((envkit_envs_dir(), "envkit's envs folder"))
     root = conda_root()
     if root is not None:

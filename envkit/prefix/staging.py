@@ -30,8 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from envkit.errors import EnvExistsError, EnvkitError
+from envkit.errors import EnvExistsError, EnvkitError, UsageError
 from envkit.fsutil import Locked, flocked, rename_noreplace, try_lock
+from envkit.prefix.ownership import check_deletable, forget, ownership
 from envkit.prefix.records import has_conda_meta
 
 STAGING = ".envkit-staging"
@@ -75,8 +76,6 @@ def quiet_signals() -> Iterator[None]:
 
 def check_parent(prefix: Path) -> None:
     """The folder an env goes into must be (or become) a folder: a file on the way is a usage error."""
-    from envkit.errors import UsageError
-
     parent = prefix.parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
@@ -184,8 +183,6 @@ def staging_folder(target: Path) -> Iterator[Held]:
 
 def check_target(prefix: Path, force: bool, allow_foreign: bool, expected_id: str | None = None) -> bool:
     """May a create put an env at `prefix`? True when an existing env will be replaced (--force)."""
-    from envkit.prefix.ownership import check_deletable
-
     check_parent(prefix)
     if not (prefix.exists() or prefix.is_symlink()):
         return False
@@ -257,8 +254,6 @@ def restore(old: Held, prefix: Path) -> str | None:
 
 def discard(prefix: Path, owner_id: str) -> str | None:
     """Remove an env this very run made (checked by its owner id) through a locked trash name."""
-    from envkit.prefix.ownership import forget, ownership
-
     if not ownership(prefix, owner_id).owned:
         return f"{prefix} is not the env this run made; it was left alone"
     forget(prefix)
@@ -348,8 +343,6 @@ def _sweep_one(parent: Path, lock: Path, kind: str, name: str, fd: int, held_nam
 
 def _recover(kind: str, folder: Path, target: Path, data: dict[str, Any]) -> list[str]:
     """An interrupted --force: take back the old env; an interrupted external build: drop the half-made one."""
-    from envkit.prefix.ownership import ownership
-
     notes: list[str] = []
     if kind == BUILDING:
         aside = Path(str(data["aside"])) if data.get("aside") else None

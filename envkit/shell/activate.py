@@ -38,7 +38,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from envkit.errors import EnvNotFoundError, InputError, UsageError
+from envkit.errors import EnvkitError, EnvNotFoundError, InputError, UsageError
 from envkit.prefix.locations import conda_envs_dirs, conda_root, find_prefix
 from envkit.prefix.records import read_state
 from envkit.safeio import load_json
@@ -277,8 +277,6 @@ def plan_deactivate(environ: Mapping[str, str], read: Reader, *, shell: str = "b
     else:
         new_prefix = (environ.get(f"CONDA_PREFIX_{new_shlvl}") or "").rstrip("/")
         if not new_prefix:
-            from envkit.errors import EnvkitError
-
             raise EnvkitError(f"CONDA_SHLVL is {old_shlvl} but CONDA_PREFIX_{new_shlvl} is not set",
                               "the activation variables were changed by hand; open a new shell")
         below = read(new_prefix)
