@@ -32,12 +32,12 @@ from envkit.engines.base import (ENGINES, CreateOptions, CreateResult, PlannedPa
                                  write_meta, write_state)
 from envkit.engines.pip import pip_index_env
 from envkit.errors import EngineError, EnvExistsError, EnvkitError, UsageError
-from envkit.export import PIP_PROVENANCE
 from envkit.lock.file import Lock, LockedPlatform
 from envkit.models import Machine, Selection
 from envkit.plan import prepare, recreate_envfile, recreate_source
+from envkit.prefix import records
 from envkit.prefix.condarc import drop_cache_tag, register_env
-from envkit.prefix.locations import META_DIR, check_name, default_prefix
+from envkit.prefix.locations import check_name, default_prefix
 from envkit.prefix.ownership import check_deletable, forget, mark_owned, new_owner_id
 from envkit.prefix.staging import (BUILDING, Held, building_in_place, check_target, discard, quiet_signals, restore,
                                    set_aside, staging_folder, swap_in, sweep, target_lock, trash, update)
@@ -112,10 +112,8 @@ def _run_pip(prefix: Path, lines: Sequence[str], selection: Selection | None,
              on_line: Callable[[str], None] | None) -> tuple[str, ...]:
     """The env keeps a redacted record of the pip section; pip reads the real one from a private
     folder (0700, outside the env, removed afterwards), so a credential never lands in the env."""
-    reqs = prefix / META_DIR / "requirements.txt"
-    reqs.parent.mkdir(parents=True, exist_ok=True)
     file_lines, secret_env = pip_index_env(lines)
-    reqs.write_text(redact("\n".join(file_lines)) + "\n", encoding="utf-8")
+    records.write_pip_requirements(prefix, redact("\n".join(file_lines)) + "\n")
     private = Path(tempfile.mkdtemp(prefix="envkit-pip-"))
     try:
         (private / "requirements.txt").write_text("\n".join(file_lines) + "\n", encoding="utf-8")
@@ -171,7 +169,7 @@ def _keep_pip_provenance(prefix: Path, planned: Sequence[dict[str, Any]]) -> Non
         digest = ((info.get("archive_info") or {}).get("hashes") or {}).get("sha256")
         rows.append({"name": item["metadata"]["name"], "version": item["metadata"]["version"], "url": url,
                      "sha256": digest})
-    (prefix / META_DIR / PIP_PROVENANCE).write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
+    records.write_pip_provenance(prefix, rows)
 
 
 # -- the whole flow -----------------------------------------------------------------------------
@@ -451,6 +449,6 @@ def _drop_half_made(prefix: Path) -> None:
     """An external build failed: remove what the engine left at the name (its env, or an empty folder)."""
     if prefix.is_symlink() or not prefix.exists():
         return
-    if (prefix / "conda-meta").is_dir() or not any(prefix.iterdir()):
+    if records.has_conda_meta(prefix) or not any(prefix.iterdir()):
         with quiet_signals():
             trash(prefix)

@@ -14,10 +14,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from envkit.compat.builds import marks_cuda
+from envkit.config import load_file_config
 from envkit.errors import ExportError, InputError
-from envkit.render.envfile import EnvFile
+from envkit.lock.file import PYPI_SIMPLE, Lock, LockedConda, LockedPlatform, LockedPypi, render_lock
+from envkit.prefix import records as prefix_records
+from envkit.prefix.history import requested_specs
+from envkit.render.envfile import EnvFile, check_pip_line, check_variables
 from envkit.render.mirrors import canonical_channel, canonical_urls, strip_credentials
-from envkit.safeio import conda_state_vars, load_json, load_yaml, read_text
+from envkit.safeio import load_json, load_yaml, read_bytes, read_text
+from envkit.secrets import redact
 
 FORMATS = ("yaml", "explicit", "lock")
 PYTORCH_INDEX = "https://download.pytorch.org/whl"
@@ -53,16 +59,16 @@ class Exported:
     sidecar: str | None = None  # explicit format: pip section + variables (YAML), written next to the file
 
 
-# A build string that marks a CUDA variant: conda-forge `cuda130_generic_py311_h..._200`, the legacy
-# pytorch channel `py3.11_cuda12.4_cudnn9.1.0_0`, `pytorch-mutex 1.0 cuda`. The export keeps a
-# `*cuda*` build selector for them (conda MatchSpec globs, conda docs "Package match specifications"),
-# so a solver that sees no __cuda fails loudly instead of quietly choosing the CPU build.
-_CUDA_BUILD = re.compile(r"cuda", re.IGNORECASE)
+# A build string that marks a CUDA variant (compat/builds.py `marks_cuda`): conda-forge
+# `cuda130_generic_py311_h..._200`, the legacy pytorch channel `py3.11_cuda12.4_cudnn9.1.0_0`,
+# `pytorch-mutex 1.0 cuda`. The export keeps a `*cuda*` build selector for them (conda MatchSpec globs,
+# conda docs "Package match specifications"), so a solver that sees no __cuda fails loudly instead of
+# quietly choosing the CPU build.
 CUDA_SELECTOR = "*cuda*"
 
 
 def is_cuda_variant(record: CondaRecord) -> bool:
-    return bool(_CUDA_BUILD.search(record.build)) and not record.name.startswith("cuda-")
+    return marks_cuda(record.build) and not record.name.startswith("cuda-")
 
 
 def pinned(record: CondaRecord) -> str:
@@ -73,7 +79,7 @@ def pinned(record: CondaRecord) -> str:
 
 def read_variables(prefix: Path) -> tuple[tuple[str, str], ...]:
     """`variables:` as conda keeps them (conda-meta/state env_vars); a hostile state file is a clear error (safeio)."""
-    return tuple(sorted(conda_state_vars(prefix).items()))
+    return tuple(sorted(prefix_records.state_vars(prefix).items()))
 
 
 def _clean(url: str) -> str:
@@ -81,14 +87,13 @@ def _clean(url: str) -> str:
 
 
 def read_records(prefix: Path, config: dict[str, Any] | None = None) -> list[CondaRecord]:
-    meta = prefix / "conda-meta"
-    if not meta.is_dir():
+    if not prefix_records.has_conda_meta(prefix):
         raise ExportError(f"{prefix} is not an environment (no conda-meta folder)",
                           "pass an environment name (envkit list) or --prefix of an env")
     out = []
-    for path in sorted(meta.glob("*.json")):
+    for path in prefix_records.record_paths(prefix):
         try:
-            data = load_json(path, "conda-meta record")
+            data = prefix_records.load_record(path)
             name, version, build = data["name"], str(data["version"]), str(data["build"])
         except InputError:
             raise  # not a regular file, too big, not text, not JSON: named by safeio
@@ -136,8 +141,6 @@ def read_pip(prefix: Path, records: list[CondaRecord]) -> list[PipPackage]:
 
 def _small_text(path: Path) -> str:
     """A dist-info file, bounded (safeio): a FIFO or device planted in an env reads as empty."""
-    from envkit.safeio import read_bytes
-
     try:
         return read_bytes(path, "file", 1 << 20).decode("utf-8", "replace")
     except InputError:
@@ -185,16 +188,15 @@ def _channel_order(prefix: Path, records: list[CondaRecord], config: dict[str, A
     """The env file's channel order when envkit kept one; otherwise most-used first."""
     counts = Counter(r.channel for r in records if r.channel)
     order: list[str] = []
-    kept = prefix / ".envkit" / "environment.yml"
-    if kept.is_file():
-        try:
-            data = load_yaml(kept, "kept environment file") or {}
+    try:
+        data = prefix_records.read_kept_env_file(prefix)
+        if data is not None:
             for ch in (data.get("channels") or [] if isinstance(data, dict) else []):
                 canon = canonical_channel(str(ch), config)
                 if canon in counts and canon not in order:
                     order.append(canon)
-        except InputError:
-            pass
+    except InputError:
+        pass
     order += [c for c, _n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])) if c not in order]
     return order
 
@@ -222,8 +224,6 @@ def _pip_lines(pips: list[PipPackage], strict: bool) -> tuple[list[str], list[st
 
 def export_yaml(prefix: Path, *, name: str | None = None, from_history: bool = False, no_pip: bool = False,
                 strict: bool = False, config: dict[str, Any] | None = None) -> Exported:
-    from envkit.prefix.history import requested_specs
-
     records = read_records(prefix, config)
     warnings: list[str] = []
     by_name = {r.name: r for r in records}
@@ -267,7 +267,6 @@ def export_yaml(prefix: Path, *, name: str | None = None, from_history: bool = F
 
 
 SIDECAR_SUFFIX = ".envkit.yml"
-PIP_PROVENANCE = "pip-provenance.json"  # in <prefix>/.envkit/, written by create
 SIDECAR_HEADER = "# envkit-sidecar: "
 HASHES = ("sha256", "md5")
 
@@ -363,8 +362,6 @@ def read_sidecar(explicit: Path) -> tuple[tuple[str, ...], tuple[tuple[str, str]
                           f"that is not next to it in {explicit.parent}",
                           f"copy {name} next to {explicit.name}, or delete the envkit-sidecar header line "
                           "to recreate without them")
-    from envkit.render.envfile import check_pip_line, check_variables
-
     data = load_yaml(path, "sidecar") or {}  # bounded, UTF-8, no YAML bomb: errors name the file
     if not isinstance(data, dict):
         raise ExportError(f"sidecar {path} must be a mapping (pip:, variables:)", "export it again")
@@ -374,10 +371,8 @@ def read_sidecar(explicit: Path) -> tuple[tuple[str, ...], tuple[tuple[str, str]
 
 def _pip_report(prefix: Path) -> dict[str, tuple[str, str | None]]:
     """name -> (artifact URL, sha256) as create recorded them (.envkit/pip-provenance.json)."""
-    from envkit.prefix.locations import META_DIR
-
     try:
-        rows = load_json(prefix / META_DIR / PIP_PROVENANCE, "pip provenance file")
+        rows = prefix_records.read_pip_provenance(prefix)
     except InputError:
         return {}
     out: dict[str, tuple[str, str | None]] = {}
@@ -391,13 +386,12 @@ def _pip_report(prefix: Path) -> dict[str, tuple[str, str | None]]:
     return out
 
 
-def locked_pypi(prefix: Path, records: list[CondaRecord], strict: bool) -> tuple[list[Any], list[str], list[str]]:
+def locked_pypi(prefix: Path, records: list[CondaRecord],
+                strict: bool) -> tuple[list[LockedPypi], list[str], list[str]]:
     """PyPI entries for a lock: exact artifact URL + sha256 when the create-time pip report has them,
     else the direct/VCS URL, else the index's project page (installed as name==version from `indexes`)."""
-    from envkit.lock.file import LockedPypi
-
     report = _pip_report(prefix)
-    entries: list[Any] = []
+    entries: list[LockedPypi] = []
     indexes: list[str] = []
     warnings: list[str] = []
     for pkg in _recreatable(read_pip(prefix, records), strict, warnings):
@@ -419,18 +413,15 @@ def locked_pypi(prefix: Path, records: list[CondaRecord], strict: bool) -> tuple
 def export_lock(prefix: Path, config: dict[str, Any] | None = None, *, version: int = 6, strict: bool = False,
                 no_pip: bool = False) -> Exported:
     """The installed env as a rattler lock (v6 by default: what conda-lockfiles 0.2 and pixi read)."""
-    from envkit.lock.file import PYPI_SIMPLE, Lock, LockedConda, LockedPlatform, render_lock
-
     records = read_records(prefix, config)  # validates every file first, with a clear error
     subdir = next((r.subdir for r in records if r.subdir and r.subdir != "noarch"), "linux-64")
     known = canonical_urls()
     channels = tuple(known.get(c, c) for c in _channel_order(prefix, records, config))  # exact URLs, no creds
     conda = []
-    meta = prefix / "conda-meta"
     for r in records:
         if not r.url:
             continue
-        data = _record_json(meta, r)
+        data = prefix_records.read_record(prefix, r.name, r.version, r.build)
         conda.append(LockedConda(
             url=portable_url(r), sha256=r.sha256, md5=r.md5, size=_int_or_none(data.get("size")),
             depends=tuple(str(d) for d in data.get("depends") or ()),
@@ -438,7 +429,7 @@ def export_lock(prefix: Path, config: dict[str, Any] | None = None, *, version: 
             build_number=_int_or_none(data.get("build_number")), license=data.get("license") or None,
             timestamp=_int_or_none(data.get("timestamp")),
             channel=(known.get(r.channel, r.channel) if "://" in known.get(r.channel, r.channel) else "")))
-    pypi: list[Any] = []
+    pypi: list[LockedPypi] = []
     indexes: list[str] = []
     warnings: list[str] = []
     if not no_pip:
@@ -447,17 +438,7 @@ def export_lock(prefix: Path, config: dict[str, Any] | None = None, *, version: 
             indexes.insert(0, PYPI_SIMPLE)
     lock = Lock(channels=channels, platforms=(LockedPlatform(subdir, tuple(conda), tuple(pypi)),),
                 indexes=tuple(dict.fromkeys(indexes)), variables=read_variables(prefix))
-    from envkit.secrets import redact
-
     return Exported(redact(render_lock(lock, version)), tuple(warnings))
-
-
-def _record_json(meta: Path, record: CondaRecord) -> dict[str, Any]:
-    try:
-        data = load_json(meta / f"{record.name}-{record.version}-{record.build}.json", "conda-meta record")
-        return data if isinstance(data, dict) else {}
-    except InputError:
-        return {}
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -468,8 +449,6 @@ def _int_or_none(value: Any) -> int | None:
 
 
 def export_env(prefix: Path, *, fmt: str = "yaml", **kwargs: Any) -> Exported:
-    from envkit.config import load_file_config
-
     config = load_file_config().data
     if fmt == "yaml":
         return export_yaml(prefix, config=config, **kwargs)

@@ -1,5 +1,6 @@
 """Bounded reads of every file envkit takes as input: env files, specs, lock and explicit lists,
-the config file, and the metadata of existing environments (.envkit/*.json, conda-meta/state).
+the config file, and the metadata of existing environments (which envkit/prefix/records.py reads
+through these functions).
 
 One place enforces what a hostile or broken file must not do to envkit: hang on a device or FIFO
 (only regular files are read, opened non-blocking), exhaust memory (a size cap; YAML alias
@@ -198,42 +199,3 @@ def load_json_object(path: Path, what: str = "file", limit: int = MAX_INPUT_BYTE
     if not isinstance(data, dict):
         raise InputError(f"{what} {path} must hold a JSON object, not {type(data).__name__}", f"fix or remove {path}")
     return data
-
-
-def conda_records(prefix: Path, pattern: str = "*.json") -> list[tuple[Path, dict[str, Any]]]:
-    """The readable conda-meta records of an env (sorted), each read through the bounded loader; a record
-    that is not a regular file, too big, not JSON or not an object is skipped (callers that must name a
-    broken record, like export and doctor, read them one by one instead)."""
-    out: list[tuple[Path, dict[str, Any]]] = []
-    for path in sorted((prefix / "conda-meta").glob(pattern)):
-        try:
-            data = load_json(path, "conda-meta record")
-        except InputError:
-            continue
-        if isinstance(data, dict):
-            out.append((path, data))
-    return out
-
-
-def conda_state_vars(prefix: Path) -> dict[str, str]:
-    """`conda env config vars` of an env (conda-meta/state); a hostile or broken file is a clear error."""
-    import re
-
-    from envkit.errors import EnvkitError
-
-    path = prefix / "conda-meta" / "state"
-    if not path.exists() and not path.is_symlink():
-        return {}
-    state = load_json_object(path, "conda state file", limit=1024 * 1024)
-    raw = state.get("env_vars") or {}
-    fix = f"fix or remove {path} (conda env config vars list -p {prefix} shows what conda reads)"
-    if not isinstance(raw, dict):
-        raise EnvkitError(f"{path}: env_vars must be a mapping of NAME: value", fix)
-    out: dict[str, str] = {}
-    for key, value in raw.items():
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,255}", str(key)):
-            raise EnvkitError(f"{path}: {str(key)[:40]!r} is not a valid environment variable name", fix)
-        if isinstance(value, (dict, list)) or "\0" in str(value) or len(str(value)) > 65536:
-            raise EnvkitError(f"{path}: the value of {key} is not a plain string", fix)
-        out[str(key)] = str(value)
-    return out

@@ -151,11 +151,12 @@ def bundle(name: str | None, lock_file: str | None, out: str, as_json: bool, spe
     from envkit.lock.bundle import bundle_from_env, bundle_from_lock, bundle_from_spec
     from envkit.errors import UsageError
     from envkit.prefix.locations import default_prefix
+    from envkit.prefix.records import has_conda_meta
 
     target = Path(out)
     if lock_file:
         result = bundle_from_lock(Path(lock_file), target, name=name, mirror=mirror)
-    elif name and spec is None and env_file is None and (default_prefix(name) / "conda-meta").is_dir():
+    elif name and spec is None and env_file is None and has_conda_meta(default_prefix(name)):
         result = bundle_from_env(default_prefix(name), target)
     elif name:
         opts = _create_options(name, spec, selectors.request(no_driver_check=selectors.cuda_given),

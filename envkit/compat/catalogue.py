@@ -16,6 +16,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from envkit.compat import ArchList, Build, CompatData, Release
+from envkit.compat.builds import UNKNOWN, cuda_of_build, cuda_of_variant
 
 CONDA_NAMES = ("pytorch", "torchvision", "torchaudio", "pytorch-cuda", "cudatoolkit", "cuda-version")
 PIP_NAMES = ("torch", "torchvision", "torchaudio")
@@ -89,34 +90,19 @@ def now_iso() -> str:
 
 
 # -- reading records ------------------------------------------------------------------------------
-_CF_CUDA = re.compile(r"^cuda(\d{2,3})(?:_|$)")  # conda-forge: cuda130_generic_py312_h..._200
-_LEGACY_CUDA = re.compile(r"(?:^|_)cuda(\d+\.\d+)(?:_|$)")  # pytorch channel: py3.11_cuda12.4_cudnn9.1.0_0
 _PY_BUILD = re.compile(r"(?:^|_)py(3)\.?(\d{1,2})(?:_|$)")
-_CPU = re.compile(r"(?:^|_)cpu(?:_|$)")
-_WHEEL_CUDA = re.compile(r"^cu(\d{2,3})$")
-
-
-def cuda_of_tag(tag: str) -> str:
-    """'130' -> '13.0', '118' -> '11.8', '92' -> '9.2' (conda-forge build strings and wheel variants)."""
-    return f"{tag[:-1]}.{tag[-1]}"
 
 
 def cuda_of(record: Record) -> str | None:
     """The CUDA line of a torch record, 'cpu' for a CPU build, None when it cannot be told."""
     if record.name == "torch":
-        label = record.build or record.subdir
-        if label == "cpu":
-            return "cpu"
-        match = _WHEEL_CUDA.match(label)
-        return cuda_of_tag(match.group(1)) if match else None
-    match = _CF_CUDA.match(record.build)
-    if match:
-        return cuda_of_tag(match.group(1))
-    match = _LEGACY_CUDA.search(record.build)
-    if match:
-        return match.group(1)
-    if _CPU.search(record.build) or record.build.startswith("cpu"):
+        wheel = cuda_of_variant(record.build or record.subdir)
+        return "cpu" if wheel is None else None if wheel == UNKNOWN else wheel
+    cuda = cuda_of_build(record.build)  # the one build-string parser (compat/builds.py)
+    if cuda is None:
         return "cpu"
+    if cuda != UNKNOWN:
+        return cuda
     for dep in record.depends:  # a build string we do not know: its cuda-version pin says it
         name, _, spec = dep.partition(" ")
         if name in ("cuda-version", "pytorch-cuda", "cudatoolkit"):

@@ -5,7 +5,6 @@ types, the phase timer, the CUDA override rule, and the files written into a fin
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Iterator, Sequence
@@ -15,15 +14,15 @@ from pathlib import Path
 from typing import Any
 
 from envkit import __version__
+from envkit.compat.builds import is_cpu_build
 from envkit.errors import PlanGuardError
-from envkit.prefix.locations import META_DIR
 from envkit.models import Machine, Request, Selection
+from envkit.prefix import records
+from envkit.prefix.history import Dist, append, revision_block
 from envkit.render.envfile import EnvFile
 from envkit.secrets import redact
 from envkit.verify.report import VerifyReport
 
-STAGING = ".envkit-staging"
-OLD = ".envkit-old"
 ENGINES = ("rattler", "conda", "mamba", "micromamba")
 
 
@@ -73,7 +72,7 @@ class CreateOptions:
 @dataclass(frozen=True)
 class CreateResult:
     prefix: Path
-    packages: tuple[Any, ...]  # PlannedPackage
+    packages: tuple[PlannedPackage, ...]
     selection: Selection | None
     machine: Machine
     phases: dict[str, float]
@@ -137,11 +136,9 @@ def cuda_override_for(opts: CreateOptions, machine: Machine, selection: Selectio
 
 
 def write_meta(prefix: Path, opts: CreateOptions, env_text: str, selection: Selection | None, machine: Machine,
-                packages: Sequence[Any], timer: Timer, cuda_override: str | None,
+                packages: Sequence[PlannedPackage], timer: Timer, cuda_override: str | None,
                 engine_version: str | None = None) -> None:
-    meta = prefix / META_DIR
-    meta.mkdir(parents=True, exist_ok=True)
-    (meta / "environment.yml").write_text(env_text, encoding="utf-8")
+    records.write_kept_env_file(prefix, env_text)
     data = {
         "envkit_version": __version__, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "name": opts.name, "spec": opts.spec, "file": str(opts.file) if opts.file else None,
@@ -150,7 +147,7 @@ def write_meta(prefix: Path, opts: CreateOptions, env_text: str, selection: Sele
         "machine": machine.to_json(), "packages": len(packages), "phases_s": {},
         "command": redact(" ".join(opts.argv)),
     }
-    (meta / "create.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    records.write_create(prefix, data)
 
 
 def _engine_version(engine: str) -> str | None:
@@ -167,33 +164,23 @@ def _engine_version(engine: str) -> str | None:
 def write_state(prefix: Path, envfile: EnvFile) -> None:
     """`variables:` go where conda keeps them (conda-meta/state), so `conda activate` exports them too."""
     if envfile.variables:
-        state = prefix / "conda-meta" / "state"
-        state.write_text(json.dumps({"env_vars": dict(envfile.variables)}, indent=2) + "\n", encoding="utf-8")
+        records.write_state(prefix, envfile.variables)
 
 
 def update_meta_phases(prefix: Path, timer: Timer) -> None:
-    path = prefix / META_DIR / "create.json"
-    try:
-        data = json.loads(path.read_text())
-        data["phases_s"] = {k: round(v, 3) for k, v in timer.phases.items()}
-        path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    except (OSError, ValueError):
-        pass
+    records.update_create(prefix, phases_s={k: round(v, 3) for k, v in timer.phases.items()})
 
 
-def write_history(prefix: Path, opts: CreateOptions, packages: Sequence[Any], specs: Sequence[str]) -> None:
-    from envkit.prefix.history import Dist, append, revision_block
-
+def write_history(prefix: Path, opts: CreateOptions, packages: Sequence[PlannedPackage], specs: Sequence[str]) -> None:
     dists = [Dist(p.channel, p.subdir, p.name, p.version, p.build) for p in packages]
     append(prefix, revision_block([redact(a) for a in opts.argv], dists, [], specs,
                                   engine=_engine_version(opts.engine)))
 
 
 # -- the plan guard ------------------------------------------------------------------------------
-_CPU_BUILD = re.compile(r"^cpu[_-]|(^|_)cpu(_|$)")
 
 
-def plan_guard(selection: Selection | None, packages: Sequence[Any], specs: Sequence[str]) -> None:
+def plan_guard(selection: Selection | None, packages: Sequence[PlannedPackage], specs: Sequence[str]) -> None:
     """A GPU build was selected but the solution holds a CPU torch: stop before any download."""
     if selection is None or not selection.is_gpu:
         return
@@ -206,7 +193,7 @@ def plan_guard(selection: Selection | None, packages: Sequence[Any], specs: Sequ
     elif mutex is not None and mutex.build.startswith("cpu"):
         culprit = next((p.name for p in packages if any(d.startswith("pytorch-mutex") and "cpu" in d
                                                             for d in p.depends)), "pytorch-mutex")
-    elif torch is not None and _CPU_BUILD.search(torch.build):
+    elif torch is not None and is_cpu_build(torch.build):
         culprit = "pytorch"
     if culprit is None:
         _variant_guard(selection, by_name)
@@ -220,7 +207,7 @@ def plan_guard(selection: Selection | None, packages: Sequence[Any], specs: Sequ
         "or ask for a CPU env with --cuda cpu")
 
 
-def _variant_guard(selection: Selection, by_name: dict[str, Any]) -> None:
+def _variant_guard(selection: Selection, by_name: dict[str, PlannedPackage]) -> None:
     """The solved CUDA build must be the selected one: conda-forge `cuda130_*` with cuda-version 13.0,
     the pytorch channel's `*_cuda12.4_*` with pytorch-cuda 12.4 (issue 11). Stops before any download."""
     torch = by_name.get("pytorch")
@@ -254,7 +241,7 @@ def _spec_name(spec: str) -> str:
     return re.split(r"[\s=<>!~\[]", spec.split("::")[-1], maxsplit=1)[0]
 
 
-def _blame(culprit: str, by_name: dict[str, Any], specs: Sequence[str]) -> str:
+def _blame(culprit: str, by_name: dict[str, PlannedPackage], specs: Sequence[str]) -> str:
     """The requested spec whose dependency tree reaches `culprit` (itself if it was asked for)."""
     for spec in specs:
         seen: set[str] = set()

@@ -36,11 +36,19 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from envkit import proc
-from envkit.engines.base import OLD, CreateResult, PlannedPackage, cuda_override_for, write_meta
+from envkit.engines.base import (CreateOptions, CreateResult, PlannedPackage, Timer, cuda_override_for, plan_guard,
+                                 write_meta)
 from envkit.errors import EngineError
 from envkit.models import Machine, Selection
+from envkit.prefix import condarc
+from envkit.prefix.condarc import register_env
+from envkit.prefix.records import conda_records
+from envkit.prefix.staging import OLD
+from envkit.render import mirrors
 from envkit.render.envfile import EnvFile
-from envkit.secrets import redact
+from envkit.secrets import VAULT, redact
+from envkit.verify import verify_env
+from envkit.verify.report import VerifyReport
 
 ENGINE_NAMES = ("conda", "mamba", "micromamba")
 _VERSION = re.compile(r"(\d+\.\d+(?:\.\d+)?(?:[.\-]\w+)?)")
@@ -97,11 +105,8 @@ def dry_run_argv(exe: str, prefix: Path, channels: Sequence[str], specs: Sequenc
 
 
 # -- channels and credentials ---------------------------------------------------------------------------
-def engine_channels(opts: Any, envfile: EnvFile) -> tuple[EnvFile, dict[str, str], list[str]]:
+def engine_channels(opts: CreateOptions, envfile: EnvFile) -> tuple[EnvFile, dict[str, str], list[str]]:
     """The file the engine gets, extra environment for it, and notes. See the module docstring."""
-    from envkit.prefix import condarc
-    from envkit.render import mirrors
-
     notes: list[str] = []
     if opts.channels:
         clean = tuple(redact(_split(c)) for c in opts.channels)
@@ -129,8 +134,6 @@ def engine_channels(opts: Any, envfile: EnvFile) -> tuple[EnvFile, dict[str, str
 
 
 def _split(url: str) -> str:
-    from envkit.secrets import VAULT
-
     return VAULT.split(url) if "://" in url else url
 
 
@@ -170,8 +173,7 @@ def parse_plan(text: str) -> list[PlannedPackage]:
 
 def read_installed(prefix: Path) -> list[PlannedPackage]:
     """The real package list after the engine ran: conda-meta/*.json."""
-    from envkit.safeio import conda_records  # bounded reads: the engine wrote these, but they are files
-
+    # bounded reads (records.py): the engine wrote these, but they are files
     return [_planned_from(data, cached=True) for _path, data in conda_records(prefix) if data.get("name")]
 
 
@@ -252,12 +254,11 @@ def settle_in_place(prefix: Path, build: Callable[[Path], None]) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def create_external(opts: Any, envfile: EnvFile, env_text: str, selection: Selection | None, machine: Machine,
-                    prefix: Path, timer: Any, notes: list[str], on_line: Callable[[str], None] | None,
-                    settle: Callable[[Path, Callable[[Path], None]], tuple[Any, bool] | None] | None = None) -> Any:
-    from envkit.prefix.condarc import register_env
-    from envkit.engines.base import plan_guard
-
+def create_external(opts: CreateOptions, envfile: EnvFile, env_text: str, selection: Selection | None,
+                    machine: Machine, prefix: Path, timer: Timer, notes: list[str],
+                    on_line: Callable[[str], None] | None,
+                    settle: Callable[[Path, Callable[[Path], None]], tuple[VerifyReport | None, bool] | None] | None = None
+                    ) -> CreateResult:
     exe = find_engine(opts.engine)
     version = engine_version(exe)
     cuda = cuda_override_for(opts, machine, selection)
@@ -304,8 +305,6 @@ def create_external(opts: Any, envfile: EnvFile, env_text: str, selection: Selec
     register_env(prefix)
     report, restored = settled if settled is not None else (None, False)
     if settled is None and not opts.no_verify:
-        from envkit.verify import verify_env
-
         with timer.phase("verify"):
             report = verify_env(prefix=str(prefix), timeout=opts.verify_timeout, quick=True)
     return CreateResult(prefix, tuple(installed), selection, machine, timer.phases, False, env_text, report,

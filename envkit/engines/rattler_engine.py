@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import os
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -27,9 +28,14 @@ from urllib.parse import unquote, urlsplit
 
 from envkit import __version__
 from envkit.engines.base import PlannedPackage  # noqa: F401 (re-exported: it was defined here)
-from envkit.errors import EngineError, os_error_hint
+from envkit.engines.cache_sweep import sweep_rattler_temps
+from envkit.engines.errtext import condensed
+from envkit.errors import EngineError, InputError, os_error_hint
 from envkit.fsutil import sha256_of
+from envkit.lock.file import Lock, LockedConda, render_lock
+from envkit.prefix.records import record_paths
 from envkit.render.mirrors import Mirror, canonical_urls
+from envkit.safeio import read_text
 from envkit.secrets import VAULT, redact
 
 # rattler-notes §4: a short sleep at exit lets rattler's runtime threads settle (0/50 crashes).
@@ -206,10 +212,8 @@ class RattlerEngine:
             found = [v for v in found if not str(v.into_generic()).startswith("__cuda")]
         return found
 
-    def locked_conda(self) -> list[Any]:
+    def locked_conda(self) -> list[LockedConda]:
         """The solved records as envkit.lock.file entries (for `envkit lock`)."""
-        from envkit.lock.file import LockedConda
-
         out = []
         for record in self._records:
             url = str(record.url)
@@ -256,8 +260,6 @@ class RattlerEngine:
         return [self._planned(r) for r in self._records]
 
     def _solve_error(self, exc: Exception, vps: list[Any]) -> EngineError:
-        from envkit.engines.errtext import condensed
-
         full = redact(str(exc))
         text = condensed(full, f"solve failed ({type(exc).__name__})")
         kind = type(exc).__name__
@@ -310,8 +312,6 @@ class RattlerEngine:
 
         from rattler import LockFile
 
-        from envkit.lock.file import Lock, render_lock
-
         lock, entry = locked
         single = Lock(channels=lock.channels, platforms=(entry,), environment="default")
         with tempfile.TemporaryDirectory(prefix="envkit-lock-") as tmp:
@@ -335,9 +335,6 @@ class RattlerEngine:
     def load_explicit(self, path: Path) -> list[PlannedPackage]:
         """An @EXPLICIT list: each URL is looked up in its channel's repodata and its hash checked."""
         from rattler import Channel, Gateway, SourceConfig, Subdir
-
-        from envkit.errors import InputError
-        from envkit.safeio import read_text
 
         urls = []
         for number, line in enumerate(read_text(path, "explicit file").splitlines(), 1):
@@ -409,8 +406,6 @@ class RattlerEngine:
         """Evict cached packages whose files no longer match their info/paths.json (size, and sha256
         where recorded), so rattler extracts them again instead of linking a truncated or edited file
         (a hardlinked file edited inside any env edits the cache too). Returns what was evicted."""
-        from envkit.engines.cache_sweep import sweep_rattler_temps
-
         pkgs = self.settings.cache_dir / "pkgs"
         stamps = self.settings.cache_dir / "envkit-verified"
         evicted: list[str] = sweep_rattler_temps(pkgs)
@@ -460,8 +455,6 @@ class RattlerEngine:
             raise self._install_error(exc) from None
 
     def _install_error(self, exc: Exception) -> EngineError:
-        from envkit.engines.errtext import condensed
-
         text = redact(str(exc))
         line = condensed(text, f"install failed ({type(exc).__name__})")
         pkg = re.search(r"failed to fetch (\S+)", text)
@@ -497,14 +490,12 @@ class RattlerEngine:
         return f"{parts.scheme}://{parts.netloc}" if parts.netloc else url
 
 
-def _key(info: Any) -> list[int]:
+def _key(info: os.stat_result) -> list[int]:
     return [info.st_mode, info.st_size, info.st_mtime_ns, info.st_ino]
 
 
 def _unchanged(base: str, files: dict[str, list[int]]) -> bool:
     """The hot loop of a warm create: one lstat per file, compared without building objects."""
-    import os
-
     lstat = os.lstat
     for rel, (mode, size, mtime, ino) in files.items():
         info = lstat(base + rel)
@@ -521,7 +512,6 @@ def cache_entry_problem(entry: Path, stamp: Path, fresh: bool = False) -> str | 
     unchanged files), so a warm create pays one lstat per file. `fresh`: just extracted by rattler from
     a hash-checked archive, so only sizes are checked before stamping."""
     import json
-    import os
     import stat as st
 
     base = str(entry)
@@ -581,7 +571,6 @@ def cache_entry_problem(entry: Path, stamp: Path, fresh: bool = False) -> str | 
 
 def _evict(entry: Path, stamp: Path) -> None:
     """Move a damaged cache entry out of rattler's way (a rename: no half-deleted entry), then delete it."""
-    import os
     import secrets
     import shutil
 
@@ -603,7 +592,8 @@ def _vp_text(vp: Any) -> str:
 
 
 def read_prefix_records(prefix: Path) -> list[Any]:
-    """PrefixRecords of an environment (rattler has no collect_from_prefix in Python)."""
+    """PrefixRecords of an environment (rattler has no collect_from_prefix in Python): rattler parses the
+    record files itself, records.py says which files they are."""
     from rattler import PrefixRecord
 
-    return [PrefixRecord.from_path(p) for p in sorted((prefix / "conda-meta").glob("*.json"))]
+    return [PrefixRecord.from_path(p) for p in record_paths(prefix)]

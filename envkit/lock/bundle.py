@@ -341,7 +341,7 @@ def offline_pip(bundle: Bundle) -> Iterator[None]:
 
 def restore_urls(prefix: Path, bundle: Bundle) -> None:
     """Installed records name the archive's original URL (as a networked create would), not the bundle."""
-    from envkit.safeio import conda_records
+    from envkit.prefix.records import conda_records, write_record
 
     origin = {bundle.root.joinpath(f.path).absolute().as_uri(): f.url for f in bundle.files if f.kind == "conda"}
     for record, data in conda_records(prefix):
@@ -358,7 +358,7 @@ def restore_urls(prefix: Path, bundle: Bundle) -> None:
         else:
             data["url"] = origin[url]
             text = json.dumps(data, indent=2) + "\n"
-        record.write_text(text, encoding="utf-8")
+        write_record(record, text)
 
 
 def create_from_bundle(opts: CreateOptions, bundle: Bundle, *, progress: Progress | None = None,

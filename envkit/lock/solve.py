@@ -37,12 +37,11 @@ from envkit.export import export_yaml
 from envkit.lock.file import PYPI_SIMPLE, Lock, LockedPlatform, LockedPypi
 from envkit.models import Request, Selection
 from envkit.plan import prepare
-from envkit.prefix.locations import META_DIR
+from envkit.prefix.records import CREATE_FILE, read_meta
 from envkit.render import mirrors
 from envkit.render.adapt import parse_file
 from envkit.render.envfile import EnvFile, parse_conda_spec, parse_pip_line
 from envkit.render.mirrors import Mirror, strip_credentials
-from envkit.safeio import load_json
 from envkit.secrets import VAULT, redact
 
 KNOWN_PLATFORMS = ("linux-64", "linux-aarch64", "linux-ppc64le", "osx-64", "osx-arm64", "win-64")
@@ -371,7 +370,7 @@ def lock_from_prefix(prefix: Path, platforms: tuple[str, ...], *, mirror: str | 
     envfile = EnvFile(parsed.name or prefix.name, parsed.channels, parsed.conda, parsed.pip, parsed.variables, ())
     cuda = None
     try:
-        meta = load_json(prefix / META_DIR / "create.json", "metadata file")
+        meta = read_meta(prefix, CREATE_FILE)
         cuda = meta.get("cuda_override") or (meta.get("selection") or {}).get("cuda")
         recorded = meta.get("mirror")
         if mirror is None and recorded and "*" not in recorded:  # a redacted one cannot be reused

@@ -17,6 +17,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from envkit.errors import InputError
+from envkit.safeio import load_yaml
+
 CACHE_TAG_SIGNATURE = "Signature: 8a477f597d28d172789f06886806bc55"  # bford.info/cachedir
 
 
@@ -57,9 +60,6 @@ def _in_place(place: Path) -> list[Path]:
 
 
 def _load(path: Path) -> dict[str, Any]:
-    from envkit.errors import InputError
-    from envkit.safeio import load_yaml
-
     try:
         data = load_yaml(path, "conda config file", limit=1 << 20) or {}  # bounded: no bomb, FIFO or device
     except InputError:

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envkit import __version__
+from envkit.prefix.records import history_path
+from envkit.safeio import read_bytes
 
 
 
@@ -48,7 +50,7 @@ def revision_block(argv: Sequence[str], added: Iterable[Dist], removed: Iterable
 
 
 def append(prefix: Path, block: str) -> None:
-    path = prefix / "conda-meta" / "history"
+    path = history_path(prefix)
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a", encoding="utf-8") as handle:
         handle.write(block)
@@ -59,12 +61,10 @@ _SPECS_RE = re.compile(r"^#\s*(update|install|create|remove|neutered) specs:\s*(
 
 def requested_specs(prefix: Path) -> dict[str, str]:
     """name -> the last spec the user asked for (what `--from-history` exports), removals applied."""
-    path = prefix / "conda-meta" / "history"
+    path = history_path(prefix)
     if not path.is_file():
         return {}
     specs: dict[str, str] = {}
-    from envkit.safeio import read_bytes
-
     for line in read_bytes(path, "conda history file").decode("utf-8", "replace").splitlines():
         match = _SPECS_RE.match(line.strip())
         if not match:

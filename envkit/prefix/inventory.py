@@ -4,24 +4,27 @@ envkit can prove it made (ownership.py)."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
+
+from envkit.errors import EnvkitError
+from envkit.prefix.condarc import unregister_env
+from envkit.prefix.locations import find_prefix, list_envs
+from envkit.prefix.ownership import FOREIGN_FLAG, check_deletable, forget, ownership
+from envkit.prefix.records import CREATE_FILE, VERIFY_FILE, has_create_record, has_owner_marker, read_meta_checked
+from envkit.prefix.staging import target_lock, trash
+
 
 def remove_env(prefix: Path, *, not_envkit: bool = False) -> Path:
     """Delete an env envkit can prove it made (envkit/prefix/ownership.py); others only with `not_envkit`.
 
     Under the target's lock, so it never races a create of the same name; the name is freed at once
     by a rename to a locked trash name, and an interrupted deletion is finished by the next sweep."""
-    from envkit.errors import EnvkitError
-    from envkit.prefix.ownership import check_deletable, forget
-    from envkit.prefix.staging import target_lock, trash
-
     with target_lock(prefix):
         check_deletable(prefix, allow_foreign=not_envkit, verb="remove")
         real = Path(os.path.realpath(prefix))
         forget(real)
-        from envkit.prefix.condarc import unregister_env
-
         for seen in {prefix, real}:
             unregister_env(seen)  # conda's environments.txt forgets it too (issue 12)
         problem = trash(real)
@@ -30,45 +33,27 @@ def remove_env(prefix: Path, *, not_envkit: bool = False) -> Path:
     return real
 
 
-def _meta_json(path: Path) -> tuple[dict[str, Any], str | None]:
-    """One env's metadata file: ({}, None) when absent, ({}, why) when unreadable; never raises."""
-    from envkit.errors import EnvkitError
-    from envkit.safeio import load_json_object
-
-    if not path.exists() and not path.is_symlink():
-        return {}, None
-    try:
-        return load_json_object(path, "metadata file", limit=4 * 1024 * 1024), None
-    except EnvkitError as exc:
-        return {}, exc.message
-
-
 def _text(value: Any) -> str | None:
     return None if value is None else str(value)[:200]
 
 
-def _origin(prefix: Path, meta: Path) -> tuple[str, str, str]:
+def _origin(prefix: Path) -> tuple[str, str, str]:
     """(origin, why, the remove command) by the same proof `remove` uses (envkit.prefix.ownership):
     "envkit" (proven), "copied" (an envkit marker that does not prove this path: a copy, a moved env,
     another ENVKIT_HOME), "older envkit" (create.json but no marker) or "not envkit"."""
-    from envkit.prefix.ownership import FOREIGN_FLAG, OWNER_FILE, ownership
-
     owner = ownership(prefix)
     ref = _shell_word(prefix.name if _resolves_to(prefix) else str(prefix))
     if owner.owned:
         return "envkit", owner.reason, f"envkit remove {ref}"
     remove = f"envkit remove {ref} --yes {FOREIGN_FLAG}"
-    if (prefix / OWNER_FILE).exists() or (prefix / OWNER_FILE).is_symlink():
+    if has_owner_marker(prefix):
         return "copied", owner.reason, remove
-    if (meta / "create.json").exists():
+    if has_create_record(prefix):
         return "older envkit", owner.reason, remove
     return "not envkit", owner.reason, remove
 
 
 def _resolves_to(prefix: Path) -> bool:
-    from envkit.errors import EnvkitError
-    from envkit.prefix.locations import find_prefix
-
     try:
         return find_prefix(prefix.name, None) == prefix
     except EnvkitError:
@@ -76,23 +61,18 @@ def _resolves_to(prefix: Path) -> bool:
 
 
 def _shell_word(text: str) -> str:
-    import re
-
     return text if re.match(r"^[A-Za-z0-9._/+-]+$", text) else "'" + text.replace("'", "'\\''") + "'"
 
 
 def list_envs_rows() -> list[dict[str, Any]]:
     """One row per env found (name, prefix, origin and how to remove it, torch/CUDA, last verify)."""
-    from envkit.prefix.locations import META_DIR, list_envs
-
     envs = []
     for prefix in list_envs():
-        meta = prefix / META_DIR
-        created, problem = _meta_json(meta / "create.json")
-        verify, verify_problem = _meta_json(meta / "verify.json")
+        created, problem = read_meta_checked(prefix, CREATE_FILE)
+        verify, verify_problem = read_meta_checked(prefix, VERIFY_FILE)
         selection = created.get("selection")
         sel: dict[str, Any] = selection if isinstance(selection, dict) else {}
-        origin, why, remove = _origin(prefix, meta)
+        origin, why, remove = _origin(prefix)
         row = {
             "name": prefix.name, "prefix": str(prefix), "by_envkit": origin == "envkit",
             "origin": origin, "ownership": why, "remove": remove,

@@ -10,9 +10,10 @@ from pathlib import Path
 
 from envkit.config import envkit_home
 from envkit.errors import EnvNotFoundError, UsageError
+from envkit.prefix.condarc import envs_dirs
+from envkit.prefix.records import has_conda_meta
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}\Z")
-META_DIR = ".envkit"  # <prefix>/.envkit/{environment.yml,verify.json,...}
 
 
 def check_name(name: str) -> str:
@@ -35,8 +36,6 @@ def conda_root() -> Path | None:
 def conda_envs_dirs() -> list[Path]:
     """conda's envs_dirs in its own precedence: CONDA_ENVS_PATH, .condarc envs_dirs (every file conda
     reads, $CONDARC included: envkit.prefix.condarc), <root>/envs, ~/.conda/envs."""
-    from envkit.prefix.condarc import envs_dirs
-
     dirs: list[Path] = envs_dirs()
     root = conda_root()
     if root is not None:
@@ -76,7 +75,7 @@ def find_prefix(name: str | None, prefix: str | None) -> Path:
     """An existing environment by --prefix or by name; an error that lists what exists otherwise."""
     if prefix:
         path = Path(prefix).expanduser().absolute()
-        if not (path / "conda-meta").is_dir():
+        if not has_conda_meta(path):
             raise EnvNotFoundError(f"{path} is not an environment (no conda-meta folder)",
                                    "pass the prefix of an environment, or create one: envkit create NAME")
         return path
@@ -86,7 +85,7 @@ def find_prefix(name: str | None, prefix: str | None) -> Path:
         return find_prefix(None, name)
     check_name(name)
     for directory in search_dirs():
-        if (directory / name / "conda-meta").is_dir():
+        if has_conda_meta(directory / name):
             return directory / name
     known = ", ".join(sorted(p.name for p in list_envs())) or "none yet"
     raise EnvNotFoundError(f"no environment named {name!r} (known: {known})",
@@ -99,6 +98,6 @@ def list_envs() -> list[Path]:
         if not directory.is_dir():
             continue
         for child in sorted(directory.iterdir()):
-            if (child / "conda-meta").is_dir() and not child.name.startswith(".") and child not in found:
+            if has_conda_meta(child) and not child.name.startswith(".") and child not in found:
                 found.append(child)
     return found

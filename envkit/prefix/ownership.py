@@ -23,10 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envkit import __version__
+from envkit.config import cache_dir, envkit_home
 from envkit.errors import EnvkitError, InputError
+from envkit.prefix.locations import conda_envs_dirs, conda_root, envkit_envs_dir
+from envkit.prefix.records import (has_owner_marker, has_records_or_history, made_by_envkit, read_owner_marker,
+                                   write_owner_marker)
 from envkit.safeio import load_json
 
-OWNER_FILE = Path(".envkit") / "owner.json"
 FOREIGN_FLAG = "--not-envkit"
 
 
@@ -44,8 +47,6 @@ class Ownership:
 
 
 def registry_dir() -> Path:
-    from envkit.config import envkit_home
-
     return envkit_home() / "owned"
 
 
@@ -61,9 +62,7 @@ def mark_owned(staging: Path, final: Path, owner_id: str) -> None:
     registry = registry_dir()
     registry.mkdir(parents=True, exist_ok=True)
     (registry / f"{owner_id}.json").write_text(text, encoding="utf-8")
-    marker = staging / OWNER_FILE
-    marker.parent.mkdir(parents=True, exist_ok=True)
-    marker.write_text(text, encoding="utf-8")
+    write_owner_marker(staging, text)
 
 
 def forget(prefix: Path, made_for: Path | None = None) -> None:
@@ -85,7 +84,7 @@ def forget(prefix: Path, made_for: Path | None = None) -> None:
 
 def _marker_id(prefix: Path) -> str | None:
     try:
-        data = load_json(prefix / OWNER_FILE, "ownership marker", limit=1 << 20)
+        data = read_owner_marker(prefix)
     except InputError:
         return None
     owner_id = data.get("id") if isinstance(data, dict) else None
@@ -94,12 +93,11 @@ def _marker_id(prefix: Path) -> str | None:
 
 def ownership(prefix: Path, expected_id: str | None = None) -> Ownership:
     """Marker in the env, the same id in the registry, both naming this path (`expected_id`: that id)."""
-    marker = prefix / OWNER_FILE
-    if not marker.exists() and not marker.is_symlink():
-        made = "an older envkit" if (prefix / ".envkit" / "create.json").is_file() else "conda or another tool"
+    if not has_owner_marker(prefix):
+        made = "an older envkit" if made_by_envkit(prefix) else "conda or another tool"
         return Ownership(prefix, False, f"it has no envkit ownership marker (made by {made})")
     try:  # bounded (safeio): a marker planted as a FIFO or /dev/zero must not hang remove
-        data = load_json(marker, "ownership marker", limit=1 << 20)
+        data = read_owner_marker(prefix)
     except InputError as exc:
         return Ownership(prefix, False, f"its ownership marker is unreadable ({exc.message})")
     owner_id = data.get("id") if isinstance(data, dict) else None
@@ -125,22 +123,12 @@ def is_conda_root(path: Path) -> bool:
 
 
 def is_env(path: Path) -> bool:
-    meta = path / "conda-meta"
-    if not meta.is_dir() or meta.is_symlink():
-        return False
-    try:
-        return (meta / "history").is_file() or any(p.suffix == ".json" for p in meta.iterdir())
-    except OSError:
-        return False
+    return has_records_or_history(path)
 
 
 def _protected() -> list[tuple[Path, str]]:
-    from envkit.config import cache_dir, envkit_home
-
     places = [(Path("/"), "the filesystem root"), (Path.home(), "your home folder ($HOME)"),
               (envkit_home(), "envkit's home (ENVKIT_HOME)"), (cache_dir(), "envkit's package cache")]
-    from envkit.prefix.locations import conda_envs_dirs, conda_root, envkit_envs_dir
-
     places.append((envkit_envs_dir(), "envkit's envs folder"))
     root = conda_root()
     if root is not None:

@@ -30,8 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from envkit.errors import EnvExistsError, EnvkitError
+from envkit.errors import EnvExistsError, EnvkitError, UsageError
 from envkit.fsutil import Locked, flocked, rename_noreplace, try_lock
+from envkit.prefix.ownership import check_deletable, forget, ownership
+from envkit.prefix.records import has_conda_meta
 
 STAGING = ".envkit-staging"
 OLD = ".envkit-old"
@@ -74,8 +76,6 @@ def quiet_signals() -> Iterator[None]:
 
 def check_parent(prefix: Path) -> None:
     """The folder an env goes into must be (or become) a folder: a file on the way is a usage error."""
-    from envkit.errors import UsageError
-
     parent = prefix.parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
@@ -183,15 +183,13 @@ def staging_folder(target: Path) -> Iterator[Held]:
 
 def check_target(prefix: Path, force: bool, allow_foreign: bool, expected_id: str | None = None) -> bool:
     """May a create put an env at `prefix`? True when an existing env will be replaced (--force)."""
-    from envkit.prefix.ownership import check_deletable
-
     check_parent(prefix)
     if not (prefix.exists() or prefix.is_symlink()):
         return False
     if prefix.is_symlink() and not prefix.exists():
         raise EnvExistsError(f"{prefix} is a dangling symlink; it was not touched",
                              f"remove the link (rm {prefix}) or choose another name or --prefix")
-    is_env = (prefix / "conda-meta").is_dir()
+    is_env = has_conda_meta(prefix)
     if not force:
         what = "an environment" if is_env else "a file" if not prefix.is_dir() else "a folder"
         raise EnvExistsError(f"{prefix} already exists ({what}); it was not touched",
@@ -256,8 +254,6 @@ def restore(old: Held, prefix: Path) -> str | None:
 
 def discard(prefix: Path, owner_id: str) -> str | None:
     """Remove an env this very run made (checked by its owner id) through a locked trash name."""
-    from envkit.prefix.ownership import forget, ownership
-
     if not ownership(prefix, owner_id).owned:
         return f"{prefix} is not the env this run made; it was left alone"
     forget(prefix)
@@ -347,8 +343,6 @@ def _sweep_one(parent: Path, lock: Path, kind: str, name: str, fd: int, held_nam
 
 def _recover(kind: str, folder: Path, target: Path, data: dict[str, Any]) -> list[str]:
     """An interrupted --force: take back the old env; an interrupted external build: drop the half-made one."""
-    from envkit.prefix.ownership import ownership
-
     notes: list[str] = []
     if kind == BUILDING:
         aside = Path(str(data["aside"])) if data.get("aside") else None
@@ -356,7 +350,7 @@ def _recover(kind: str, folder: Path, target: Path, data: dict[str, Any]) -> lis
             return [f"ignored {folder.name}.lock: it names a folder that is not this env's set-aside copy"]
         if target.exists() and target.stat().st_uid != os.geteuid():
             return []
-        if target.exists() and not target.is_symlink() and (target / "conda-meta").is_dir() or _empty_dir(target):
+        if target.exists() and not target.is_symlink() and has_conda_meta(target) or _empty_dir(target):
             trash(target)
             notes.append(f"removed the half-made {target} (an external-engine create was interrupted)")
         if aside is not None and aside.exists() and not target.exists():

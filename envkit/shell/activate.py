@@ -38,8 +38,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from envkit.errors import EnvNotFoundError, UsageError
+from envkit.errors import EnvkitError, EnvNotFoundError, InputError, UsageError
 from envkit.prefix.locations import conda_envs_dirs, conda_root, find_prefix
+from envkit.prefix.records import read_state
+from envkit.safeio import load_json
 
 SHELLS = ("bash", "zsh", "sh", "fish")
 UNSET_MARK = "***unset***"  # conda/base/constants.py CONDA_ENV_VARS_UNSET_VAR
@@ -88,8 +90,8 @@ def read_env(prefix: str | Path) -> EnvInfo:
     pkg_dir = root / "etc" / "conda" / "env_vars.d"
     if pkg_dir.is_dir():
         for path in sorted(pkg_dir.iterdir()):
-            merged.update(_json_vars(path, notes, whole=True))
-    merged.update(_json_vars(root / "conda-meta" / "state", notes, whole=False))
+            merged.update(_json_vars(path, notes))
+    merged.update(_state_vars(root, notes))
     for name in RESERVED:
         if name in merged:
             if merged.pop(name) != UNSET_MARK:
@@ -101,10 +103,8 @@ def read_env(prefix: str | Path) -> EnvInfo:
                    _scripts(root / "etc/conda/deactivate.d", True), tuple(notes))
 
 
-def _json_vars(path: Path, notes: list[str], *, whole: bool) -> dict[str, str]:
-    from envkit.errors import InputError
-    from envkit.safeio import load_json
-
+def _json_vars(path: Path, notes: list[str]) -> dict[str, str]:
+    """One etc/conda/env_vars.d file (a package's variables: the whole JSON object)."""
     if not path.exists() and not path.is_symlink():
         return {}
     try:
@@ -112,7 +112,20 @@ def _json_vars(path: Path, notes: list[str], *, whole: bool) -> dict[str, str]:
     except InputError as exc:
         notes.append(f"{exc.message}; its variables were not set")
         return {}
-    table = data if whole else (data.get("env_vars") if isinstance(data, dict) else None)
+    return _table(data)
+
+
+def _state_vars(root: Path, notes: list[str]) -> dict[str, str]:
+    """conda-meta/state's `env_vars` (the env file's `variables:`), read by prefix/records.py."""
+    try:
+        data = read_state(root)
+    except InputError as exc:
+        notes.append(f"{exc.message}; its variables were not set")
+        return {}
+    return _table(data.get("env_vars") if isinstance(data, dict) else None)
+
+
+def _table(table: object) -> dict[str, str]:
     if not isinstance(table, dict):
         return {}
     return {str(k): str(v) for k, v in table.items()}
@@ -264,8 +277,6 @@ def plan_deactivate(environ: Mapping[str, str], read: Reader, *, shell: str = "b
     else:
         new_prefix = (environ.get(f"CONDA_PREFIX_{new_shlvl}") or "").rstrip("/")
         if not new_prefix:
-            from envkit.errors import EnvkitError
-
             raise EnvkitError(f"CONDA_SHLVL is {old_shlvl} but CONDA_PREFIX_{new_shlvl} is not set",
                               "the activation variables were changed by hand; open a new shell")
         below = read(new_prefix)

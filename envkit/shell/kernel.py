@@ -21,8 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envkit.errors import InputError
-from envkit.safeio import conda_records, load_json
+from envkit.compat.builds import CUDA_PINS, UNKNOWN, cuda_of_build, cuda_of_pins, cuda_of_wheel
+from envkit.errors import EnvkitError, InputError
+from envkit.fsutil import atomic_write_text
+from envkit.prefix.records import CREATE_FILE, conda_records, has_record, read_meta
+from envkit.safeio import load_json
+from envkit.shell.activate import default_env, read_env
 
 MARK = "envkit"
 
@@ -50,29 +54,34 @@ def kernel_name(env_name: str) -> str:
 
 def has_ipykernel(prefix: Path) -> bool:
     """ipykernel installed by conda (a conda-meta record) or by pip (its package folder in site-packages)."""
-    meta = prefix / "conda-meta"
-    if any(meta.glob("ipykernel-*.json")):
+    if has_record(prefix, "ipykernel"):
         return True
     return any(prefix.glob("lib/python3*/site-packages/ipykernel/__init__.py"))
 
 
+def _label(cuda: str | None) -> str | None:
+    return "CPU" if cuda is None else None if cuda == UNKNOWN else f"CUDA {cuda}"
+
+
 def torch_of(prefix: Path) -> tuple[str | None, str | None]:
-    """(torch version, 'CUDA X.Y' or 'CPU'): envkit's own record first, then conda-meta, then pip's dist-info."""
+    """(torch version, 'CUDA X.Y', 'CPU' or None when the build does not say): envkit's own record first,
+    then conda-meta, then pip's dist-info; build strings read by compat/builds.py, as doctor reads them."""
     try:
-        sel = load_json(prefix / ".envkit" / "create.json", "metadata file").get("selection") or {}
+        sel = read_meta(prefix, CREATE_FILE).get("selection") or {}
         if sel.get("torch"):
             return str(sel["torch"]), (f"CUDA {sel['cuda']}" if sel.get("cuda") else "CPU")
     except (InputError, AttributeError):
         pass
     for _record, data in conda_records(prefix, "pytorch-[0-9]*.json"):
-        build = str(data.get("build", ""))
-        # conda-forge builds read cuda126_..., the pytorch channel's py3.12_cuda12.4_...
-        match = re.search(r"cuda(\d+)\.(\d+)", build) or re.search(r"cuda(\d{2})(\d)", build)
-        return str(data.get("version")), (f"CUDA {match.group(1)}.{match.group(2)}" if match else "CPU")
+        cuda = cuda_of_build(str(data.get("build", "")))
+        if cuda == UNKNOWN:  # a build string that names no variant: the env's cuda-version / pytorch-cuda say it
+            pins = {str(d.get("name")): str(d.get("version")) for name in CUDA_PINS
+                    for _p, d in conda_records(prefix, f"{name}-[0-9]*.json")}
+            cuda = cuda_of_pins(pins) or UNKNOWN
+        return str(data.get("version")), _label(cuda)
     for dist in sorted(prefix.glob("lib/python3*/site-packages/torch-*.dist-info")):
         version = dist.name[len("torch-"):-len(".dist-info")]
-        match = re.search(r"\+cu(\d+)(\d)$", version)
-        return version.split("+")[0], (f"CUDA {match.group(1)}.{match.group(2)}" if match else "CPU")
+        return version.split("+")[0], _label(cuda_of_wheel(version))
     return None, None
 
 
@@ -80,13 +89,11 @@ def display_name(env_name: str, prefix: Path) -> str:
     torch, cuda = torch_of(prefix)
     if torch is None:
         return f"Python (envkit: {env_name})"
-    return f"Python (envkit: {env_name}, torch {torch}, {cuda})"
+    return f"Python (envkit: {env_name}, torch {torch}" + (f", {cuda})" if cuda else ")")
 
 
 def kernel_spec(prefix: Path, env_name: str) -> dict[str, Any]:
     """kernel.json for the env (pure apart from reading the env's own files)."""
-    from envkit.shell.activate import default_env, read_env
-
     info = read_env(prefix)
     env = {k: v.replace("$", "$$") for k, v in info.settable_vars().items()}
     env.update(PATH=f"{prefix}/bin:${{PATH}}", CONDA_PREFIX=str(prefix),
@@ -112,9 +119,6 @@ def _owner(folder: Path) -> str | None:
 
 def register(prefix: Path, env_name: str) -> Kernel:
     """Write (or refresh) the env's kernelspec; a same-named spec envkit did not make is left alone."""
-    from envkit.errors import EnvkitError
-    from envkit.fsutil import atomic_write_text
-
     name = kernel_name(env_name)
     folder = kernels_dir() / name
     if folder.exists() and _owner(folder) is None:
@@ -152,8 +156,6 @@ def after_create(prefix: Path, env_name: str, skip: bool) -> str | None:
     """`envkit create`'s step: register when the env has ipykernel; a note for the summary, never a failure."""
     if skip or not has_ipykernel(prefix):
         return None
-    from envkit.errors import EnvkitError
-
     try:
         kernel = register(prefix, env_name)
     except (OSError, EnvkitError) as exc:

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+from envkit import proc
+from envkit.errors import EnvkitError
+from envkit.prefix.locations import find_prefix
+from envkit.prefix.records import state_vars
 
 ACTIVATE = ('for f in "$CONDA_PREFIX"/etc/conda/activate.d/*.sh; do [ -f "$f" ] && . "$f"; done; '
             'exec "$@"')
@@ -10,25 +16,15 @@ ACTIVATE = ('for f in "$CONDA_PREFIX"/etc/conda/activate.d/*.sh; do [ -f "$f" ] 
 
 def activated_env(prefix: Path) -> dict[str, str]:
     """What `conda activate` sets that matters to a program: PATH, CONDA_PREFIX, env vars from conda-meta/state."""
-    import os
-
-    from envkit import proc
-
     env = proc.child_env(isolate_python=True)
     env["PATH"] = f"{prefix / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     env["CONDA_PREFIX"] = str(prefix)
     env["CONDA_DEFAULT_ENV"] = prefix.name
-    from envkit.safeio import conda_state_vars
-
-    env.update(conda_state_vars(prefix))
+    env.update(state_vars(prefix))
     return env
 
 
 def run_in_env(name: str, command: list[str]) -> int:
-    from envkit import proc
-    from envkit.errors import EnvkitError
-    from envkit.prefix.locations import find_prefix
-
     prefix = find_prefix(name if "/" not in name else None, name if "/" in name else None)
     if command and command[0] == "--":
         command = command[1:]

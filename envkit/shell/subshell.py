@@ -17,6 +17,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from envkit import proc
+from envkit.errors import EnvkitError, UsageError
 from envkit.shell.activate import SHELLS, _fish_quote
 
 
@@ -48,8 +50,6 @@ def pick_shell(environ: Mapping[str, str]) -> tuple[str, str, tuple[str, ...]]:
         if found:
             why = f"$SHELL is {wanted!r}" if wanted else "$SHELL is not set"
             return found, fallback, (f"{why}: envkit knows {', '.join(SHELLS)}; starting {found} instead",)
-    from envkit.errors import EnvkitError
-
     raise EnvkitError("no usable shell found (looked at $SHELL, bash, sh)", "install bash, or set SHELL=/bin/bash")
 
 
@@ -63,8 +63,6 @@ def plan_launch(prefix: Path, environ: Mapping[str, str], workdir: Path, *, shel
         kind = os.path.basename(path)
         kind = "sh" if kind in ("dash", "ash", "ksh", "mksh") else kind
         if kind not in SHELLS:
-            from envkit.errors import UsageError
-
             raise UsageError(f"unsupported shell {shell!r}", f"use one of {', '.join(SHELLS)}")
     else:
         path, kind, notes = pick_shell(environ)
@@ -105,8 +103,6 @@ def plan_launch(prefix: Path, environ: Mapping[str, str], workdir: Path, *, shel
 
 def open_shell(prefix: Path, *, shell: str | None = None, notes_to: Callable[[str], None] | None = None) -> int:
     """Start the shell, wait for it, clean up its startup files; return its exit code."""
-    from envkit import proc
-
     with tempfile.TemporaryDirectory(prefix="envkit-shell-") as tmp:
         launch = plan_launch(prefix, os.environ, Path(tmp), shell=shell)
         for path, text in launch.files:
@@ -117,7 +113,5 @@ def open_shell(prefix: Path, *, shell: str | None = None, notes_to: Callable[[st
         try:
             return proc.run_interactive(launch.argv, env=launch.env)
         except OSError as exc:
-            from envkit.errors import EnvkitError
-
             raise EnvkitError(f"cannot start {launch.argv[0]}: {exc.strerror or exc}",
                               f"install {launch.kind}, or pick another with --shell bash|zsh|fish|sh") from exc

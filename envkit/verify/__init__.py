@@ -9,7 +9,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from envkit.detect import detect
+from envkit.prefix.locations import find_prefix
+from envkit.prefix.records import write_verify
 from envkit.verify.report import VerifyReport
+from envkit.verify.runner import python_of, report_text, resolve_python, run_payload, save_report
 
 VERIFY_TIMEOUT = 300.0
 
@@ -19,10 +23,6 @@ def verify_env(*, name: str | None = None, prefix: str | None = None, python: st
                timeout: float = VERIFY_TIMEOUT, report_file: Path | None = None,
                save: bool = True) -> VerifyReport:
     """Run the AMP payload with the env's python; save the report in <prefix>/.envkit/verify.json."""
-    from envkit.detect import detect
-    from envkit.prefix.locations import META_DIR, find_prefix
-    from envkit.verify.runner import python_of, resolve_python, run_payload, save_report
-
     env_prefix: Path | None = None
     if python:
         exe = resolve_python(python)
@@ -33,7 +33,7 @@ def verify_env(*, name: str | None = None, prefix: str | None = None, python: st
     options = {"quick": quick, "device": device, "all_gpus": all_gpus}
     report = run_payload(exe, options, machine, prefix=env_prefix, timeout=timeout)
     if env_prefix is not None and save:
-        save_report(report, env_prefix / META_DIR / "verify.json")
+        write_verify(env_prefix, report_text(report))
     if report_file is not None:
         save_report(report, report_file)
     return report

@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from envkit import proc
-from envkit.errors import VerifyError
+from envkit.errors import UsageError, VerifyError
+from envkit.fsutil import atomic_write_text
+from envkit.secrets import redact
 from envkit.verify.report import VerifyReport, build_report, failure_report
 
 PAYLOAD = Path(__file__).with_name("payload") / "amp_check.py"
@@ -55,8 +57,6 @@ def check_timeout(value: float) -> float:
     import math
 
     if not math.isfinite(value) or not 1 <= value <= MAX_TIMEOUT:
-        from envkit.errors import UsageError
-
         raise UsageError(f"--timeout {value!r} is not a number of seconds between 1 and {MAX_TIMEOUT:g}",
                          "pass e.g. --timeout 300")
     return value
@@ -152,8 +152,10 @@ def run_payload(python: str, options: dict[str, Any], machine: dict[str, Any] | 
     return build_report(payload, machine, python, pfx)
 
 
-def save_report(report: VerifyReport, path: Path) -> None:
-    from envkit.fsutil import atomic_write_text
-    from envkit.secrets import redact
+def report_text(report: VerifyReport) -> str:
+    """The report as it is saved: indented JSON, credentials redacted."""
+    return redact(json.dumps(report.to_json(), indent=2)) + "\n"
 
-    atomic_write_text(path, redact(json.dumps(report.to_json(), indent=2)) + "\n")
+
+def save_report(report: VerifyReport, path: Path) -> None:
+    atomic_write_text(path, report_text(report))

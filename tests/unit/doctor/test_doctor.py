@@ -1,4 +1,5 @@
-"""The static readers behind `envkit doctor`: build strings, wheel local versions, torch/version.py."""
+"""The static readers behind `envkit doctor`: torch/version.py (build strings and wheel local versions:
+tests/unit/compat/test_build_cuda.py)."""
 
 from __future__ import annotations
 
@@ -7,32 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from envkit.doctor import _version_py, cuda_of_conda_build, cuda_of_local
-
-
-@pytest.mark.parametrize(("build", "cuda"), [
-    # conda-forge pytorch builds (anaconda.org/conda-forge/pytorch/files)
-    ("cuda130_generic_py312_h6cf1b4a_200", "13.0"),
-    ("cuda126_mkl_py312_h2dbd73f_300", "12.6"),
-    ("cuda118_py310h0cdb5d5_302", "11.8"),
-    ("cpu_mkl_py312_h5d3b7d3_100", None),
-    ("cpu_generic_py311_h0_0", None),
-    # the legacy pytorch channel (anaconda.org/pytorch/pytorch/files)
-    ("py3.12_cuda12.4_cudnn9.1.0_0", "12.4"),
-    ("py3.9_cuda11.3_cudnn8.2.0_0", "11.3"),
-    ("py3.11_cpu_0", None),
-    ("py3.8_0", "?"),
-])
-def test_conda_build_strings(build: str, cuda: str | None) -> None:
-    assert cuda_of_conda_build(build) == cuda
-
-
-@pytest.mark.parametrize(("version", "cuda"), [
-    ("2.13.0+cu130", "13.0"), ("2.5.1+cu124", "12.4"), ("1.13.1+cu117", "11.7"), ("2.5.1+cpu", None),
-    ("2.5.1", "?"),  # PyPI's default wheel: its CUDA comes from the nvidia-* pins in METADATA
-])
-def test_wheel_local_versions(version: str, cuda: str | None) -> None:
-    assert cuda_of_local(version) == cuda
+from envkit.doctor.facts import version_py
 
 
 def test_version_py_of_the_real_torch_in_the_test_venv() -> None:
@@ -40,7 +16,7 @@ def test_version_py_of_the_real_torch_in_the_test_venv() -> None:
     if spec is None or spec.origin is None:
         pytest.skip("torch is not installed in the test venv")
     site = Path(spec.origin).parent.parent
-    found = _version_py(site)
+    found = version_py(site)
     assert found is not None
     version, cuda = found
     text = (site / "torch" / "version.py").read_text()
@@ -52,15 +28,16 @@ def test_version_py_forms(tmp_path: Path) -> None:
     (tmp_path / "torch").mkdir()
     (tmp_path / "torch" / "version.py").write_text(
         "from typing import Optional\n__version__ = '2.5.1+cu124'\ndebug = False\ncuda: Optional[str] = '12.4'\n")
-    assert _version_py(tmp_path) == ("2.5.1+cu124", "12.4")
+    assert version_py(tmp_path) == ("2.5.1+cu124", "12.4")
     (tmp_path / "torch" / "version.py").write_text("__version__ = '2.5.1+cpu'\ncuda = None\n")
-    assert _version_py(tmp_path) == ("2.5.1+cpu", None)
-    assert _version_py(tmp_path / "nowhere") is None
+    assert version_py(tmp_path) == ("2.5.1+cpu", None)
+    assert version_py(tmp_path / "nowhere") is None
 
 
 def test_a_pip_torch_fix_installs_from_the_pytorch_index_mirror(monkeypatch: pytest.MonkeyPatch) -> None:
     """ENVKIT_PYTORCH_INDEX: doctor's reinstall command names the mirror, as render and detect do."""
-    from envkit.doctor import Facts, TorchCopy, _install_cmd
+    from envkit.doctor.checks import _install_cmd
+    from envkit.doctor.facts import Facts, TorchCopy
     from envkit.models import Driver, Gpu, Machine
 
     machine = Machine(Driver("580.65.06", "13.0", "nvml"), (Gpu(0, "NVIDIA H200", "9.0"),))
