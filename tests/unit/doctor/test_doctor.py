@@ -1,5 +1,5 @@
 """The static readers behind `envkit doctor`: torch/version.py (build strings and wheel local versions:
-tests/unit/compat/test_build_cuda.py)."""
+tests/unit/compat/test_builds.py)."""
 
 from __future__ import annotations
 
