@@ -1,6 +1,6 @@
 """envkit: a working GPU training environment in one command, and proof that it works.
 
-The layering rule (tests/unit/test_import_graph.py asserts it on the source, function-level imports
+The layering rule (tests/unit/meta/test_import_graph.py asserts it on the source, function-level imports
 included; conda writes the same kind of rule in gateways/__init__.py). Each floor may import its own
 floor and the floors below it, never one above; within a floor, no import cycle:
 
