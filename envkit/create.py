@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 from envkit import proc
 from envkit.config import cache_dir, load_file_config
 from envkit.detect import detect
-from envkit.engines.base import (ENGINES, CreateOptions, CreateResult, PlannedPackage, Timer,  # noqa: F401 (API)
+from envkit.engines.base import (ENGINES, Built, CreateOptions, Engine, CreateResult, PlannedPackage, Timer,  # noqa: F401 (API)
                                  cuda_override_for, pip_guard, plan_guard, update_meta_phases, write_history,
                                  write_meta, write_state)
 from envkit.engines.pip import pip_index_env
@@ -36,7 +36,7 @@ from envkit.lock.file import Lock, LockedPlatform
 from envkit.models import Machine, Selection
 from envkit.plan import prepare, recreate_envfile, recreate_source
 from envkit.prefix import records
-from envkit.prefix.condarc import drop_cache_tag, register_env
+from envkit.prefix.condarc import register_env
 from envkit.prefix.locations import check_name, default_prefix
 from envkit.prefix.ownership import check_deletable, forget, mark_owned, new_owner_id
 from envkit.prefix.staging import (BUILDING, Held, building_in_place, check_target, discard, quiet_signals, restore,
@@ -50,7 +50,7 @@ from envkit.verify import verify_env
 from envkit.verify.report import VerifyReport
 
 if TYPE_CHECKING:  # rattler_engine is imported where it runs: importing it registers rattler's exit pause
-    from envkit.engines.rattler_engine import EngineSettings, Progress, RattlerEngine
+    from envkit.engines.rattler_engine import EngineSettings, Progress
 
 
 # -- staging and sweeping: envkit/prefix/staging.py; what may be replaced: envkit/prefix/ownership.py --------------
@@ -259,45 +259,59 @@ def filesystem_error(exc: OSError, prefix: Path) -> EnvkitError:
 
 def _engine_run(opts: CreateOptions, job: Job, *, timer: Timer, notes: list[str], replacing: bool,
                 progress: Progress | None, on_line: Callable[[str], None] | None) -> CreateResult:
-    """Solve and install with the chosen engine; under the target lock unless this is a dry run."""
-    if opts.engine != "rattler":
-        return _external_run(opts, job, timer=timer, notes=notes, replacing=replacing, on_line=on_line)
-    from envkit.engines.rattler_engine import RattlerEngine  # lazy: it registers rattler's exit pause
-
-    settings, envfile = _engine_settings(opts, job)
-    engine = RattlerEngine(settings, progress)
-    packages, specs = _solve(engine, job, envfile, timer)
+    """One flow for every engine (engines/base.py Engine): plan and guard, then build and settle under
+    the target lock (a dry run stops after the plan)."""
+    engine, envfile, cuda = _make_engine(opts, job, progress, on_line)
+    notes.extend(engine.notes)  # what setting the engine up decided (which channels, which credentials)
+    packages, specs = _plan(opts, engine, job, envfile, timer)
     if opts.dry_run:
         return CreateResult(job.prefix, packages, job.selection, job.machine, timer.phases, True, job.env_text,
-                            pip_lines=envfile.pip, notes=tuple(notes), changes=job.changes,
+                            pip_lines=envfile.pip, engine=engine.name, notes=tuple(notes), changes=job.changes,
                             virtual_packages=tuple(engine.describe_virtual_packages()))
-    pip_installed: tuple[str, ...] = ()
+    built: list[Built] = []
+    pip_installed: list[str] = list(envfile.pip) if engine.whole_file else []
 
-    def build(staging: Path) -> None:
-        nonlocal pip_installed
-        pip_installed = _build(opts, job, envfile, staging, engine=engine, settings=settings, packages=packages,
-                               specs=specs, timer=timer, notes=notes, on_line=on_line)
+    def build(target: Path) -> None:
+        with timer.phase(engine.build_phase):
+            built.append(engine.build(target, job.prefix))
+        notes.extend(built[-1].notes)
+        installed = built[-1].packages
+        if not engine.whole_file:
+            if envfile.pip:
+                with timer.phase("pip"):
+                    pip_installed[:] = _run_pip(target, envfile.pip, job.selection, on_line)
+                _fix_shebangs(target, target, job.prefix)
+                _fix_editables(target, job.prefix)
+        write_meta(target, opts, job.env_text, job.selection, job.machine, installed, timer, cuda,
+                   engine_version=engine.version)
+        if not engine.whole_file:
+            write_state(target, envfile)
+            write_history(target, opts, installed, specs)
 
     with _term_as_interrupt():
-        report, restored = install_and_settle(opts, job.prefix, build, replacing, timer, notes)
+        report, restored = install_and_settle(opts, job.prefix, build, replacing, timer, notes,
+                                              in_place=engine.in_place)
     if not restored:
         register_env(job.prefix)  # ~/.conda/environments.txt, as conda does: `conda env list` shows it
         update_meta_phases(job.prefix, timer)
-    return CreateResult(job.prefix, packages, job.selection, job.machine, timer.phases, False, job.env_text, report,
-                        pip_installed, notes=tuple(notes), changes=job.changes, restored_old=restored)
+    installed = built[-1].packages if built else packages
+    return CreateResult(job.prefix, installed, job.selection, job.machine, timer.phases, False, job.env_text, report,
+                        tuple(pip_installed), engine=engine.name, notes=tuple(notes), changes=job.changes,
+                        restored_old=restored)
 
 
-def _external_run(opts: CreateOptions, job: Job, *, timer: Timer, notes: list[str], replacing: bool,
-                  on_line: Callable[[str], None] | None) -> CreateResult:
-    """conda, mamba or micromamba solve and install at the final name; envkit settles and verifies."""
-    from envkit.engines.conda_cli import create_external
+def _make_engine(opts: CreateOptions, job: Job, progress: Progress | None,
+                 on_line: Callable[[str], None] | None) -> tuple[Engine, EnvFile, str | None]:
+    """The engine opts.engine names, the env file it installs and the __cuda level it solves for."""
+    cuda = cuda_override_for(opts, job.machine, job.selection)
+    if opts.engine != "rattler":
+        from envkit.engines.conda_cli import CondaCLIEngine
 
-    def settle(target: Path, build: Callable[[Path], None]) -> tuple[VerifyReport | None, bool]:
-        return install_and_settle(opts, target, build, replacing, timer, notes, in_place=True)
+        return CondaCLIEngine(opts, job.envfile, job.selection, job.machine, job.prefix, on_line), job.envfile, cuda
+    from envkit.engines.rattler_engine import RattlerEngine  # lazy: it registers rattler's exit pause
 
-    result = create_external(opts, job.envfile, job.env_text, job.selection, job.machine, job.prefix, timer, notes,
-                             on_line, settle=settle)
-    return replace(result, changes=job.changes)
+    settings, envfile = _engine_settings(opts, job)
+    return RattlerEngine(settings, progress), envfile, cuda
 
 
 def _engine_settings(opts: CreateOptions, job: Job) -> tuple[EngineSettings, EnvFile]:
@@ -323,48 +337,31 @@ def _engine_settings(opts: CreateOptions, job: Job) -> tuple[EngineSettings, Env
     return settings, envfile
 
 
-def _solve(engine: RattlerEngine, job: Job, envfile: EnvFile,
-           timer: Timer) -> tuple[tuple[PlannedPackage, ...], list[str]]:
-    """The packages to install (a lock's or explicit list's as they are, else solved and guarded) and the
-    specs conda-meta/history records."""
-    if job.recreate is not None:
+def _plan(opts: CreateOptions, engine: Engine, job: Job, envfile: EnvFile,
+          timer: Timer) -> tuple[tuple[PlannedPackage, ...], list[str]]:
+    """The packages to install and the specs conda-meta/history records: a lock's or explicit list's as
+    they are (the embedded engine), else solved and guarded. An in-place engine's plan is a second full
+    solve by conda itself: it runs only when something needs it (a dry run, or a GPU build to guard)."""
+    if job.recreate is not None and not engine.whole_file:
+        from envkit.engines.rattler_engine import RattlerEngine
+
+        assert isinstance(engine, RattlerEngine)
         source, _kind = job.recreate
         with timer.phase("solve"):
             packages = tuple(engine.load_locked(job.locked) if job.locked is not None else engine.load_explicit(source))
         return packages, [p.name for p in packages]
     specs = list(envfile.dependencies)
-    if envfile.pip and not any(re.match(r"^pip([=<>\s]|$)", s) for s in specs):
+    if envfile.pip and not engine.whole_file and not any(re.match(r"^pip([=<>\s]|$)", s) for s in specs):
         specs.append("pip")
+    if engine.whole_file and not (opts.dry_run or (job.selection is not None and job.selection.is_gpu)):
+        return (), specs
     with timer.phase("solve"):
-        packages = tuple(engine.solve(specs))
+        packages = tuple(engine.plan(specs))
     plan_guard(job.selection, packages, specs)
-    if envfile.pip:
+    if envfile.pip and not engine.whole_file:
         pip_guard(job.selection, [(m.group(1), m.group(2)) for line in envfile.pip
                                   if (m := re.match(r"^(torch|torchvision|torchaudio)==(\S+)$", line))])
     return packages, specs
-
-
-def _build(opts: CreateOptions, job: Job, envfile: EnvFile, staging: Path, *, engine: RattlerEngine,
-           settings: EngineSettings, packages: tuple[PlannedPackage, ...], specs: list[str], timer: Timer,
-           notes: list[str], on_line: Callable[[str], None] | None) -> tuple[str, ...]:
-    """Fill the staging folder: conda packages, then the pip section, then envkit's records. Returns what
-    pip installed."""
-    pip_installed: tuple[str, ...] = ()
-    engine.check_file_hashes()
-    notes.extend(engine.check_cache())
-    with timer.phase("download+link"):
-        engine.install(staging, job.prefix)
-    engine.stamp_fresh()
-    drop_cache_tag(staging)
-    if envfile.pip:
-        with timer.phase("pip"):
-            pip_installed = _run_pip(staging, envfile.pip, job.selection, on_line)
-        _fix_shebangs(staging, staging, job.prefix)
-        _fix_editables(staging, job.prefix)
-    write_meta(staging, opts, job.env_text, job.selection, job.machine, packages, timer, settings.cuda_override)
-    write_state(staging, envfile)
-    write_history(staging, opts, packages, specs)
-    return pip_installed
 
 
 def install_and_settle(opts: CreateOptions, prefix: Path, build: Callable[[Path], None], replacing: bool, timer: Timer,

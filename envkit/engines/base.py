@@ -1,6 +1,7 @@
-"""What the orchestrator (create.py) and every engine share, below both: the options and result
-types, the phase timer, the CUDA override rule, and the files written into a finished prefix
-(conda-meta/history, conda-meta/state, .envkit/create.json). Engines import this, never create.py.
+"""What the orchestrator (create.py) and every engine share, below both: the Engine contract, the
+options and result types, the phase timer, the CUDA override rule, and the files written into a
+finished prefix (conda-meta/history, conda-meta/state, .envkit/create.json). Engines import this,
+never create.py.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from envkit import __version__
 from envkit.compat.builds import is_cpu_build
@@ -42,6 +43,67 @@ class PlannedPackage:
     sha256: str | None
     depends: tuple[str, ...]
     cached: bool
+
+
+@dataclass(frozen=True)
+class Built:
+    """What an engine's build() left in its target."""
+
+    packages: tuple[PlannedPackage, ...]  # installed there, as create.json and the result list them
+    notes: tuple[str, ...] = ()  # what the build noticed on the way (a repaired cache entry...)
+
+
+class Engine(Protocol):
+    """The contract create.py drives, one for every engine (pipx's backends/_base.py has this shape):
+    RattlerEngine (embedded, py-rattler) and CondaCLIEngine (conda, mamba, micromamba).
+
+    An engine plans and builds; it never settles. The target lock, the staging folder or in-place
+    journal, the swap, ownership, verify and registration are create.install_and_settle's, the same
+    for every engine, so a new engine cannot forget one of them."""
+
+    # read-only members (a plain attribute or a class attribute implements each)
+    @property
+    def name(self) -> str:
+        """As create.json and the result name it: "rattler", "conda", "mamba", "micromamba"."""
+        ...
+
+    @property
+    def version(self) -> str | None:
+        """The engine's own version for create.json (None: envkit's embedded py-rattler)."""
+        ...
+
+    @property
+    def in_place(self) -> bool:
+        """Builds at the final path (a conda prefix is not relocatable), not in a staging folder."""
+        ...
+
+    @property
+    def whole_file(self) -> bool:
+        """Installs the whole env file itself: its pip section, variables and conda-meta/history too."""
+        ...
+
+    @property
+    def build_phase(self) -> str:
+        """The timer's name for build()."""
+        ...
+
+    @property
+    def notes(self) -> Sequence[str]:
+        """What setting the engine up decided, for the output (channels passed as names, ...)."""
+        ...
+
+    def plan(self, specs: Sequence[str]) -> list[PlannedPackage]:
+        """Solve without installing: what a dry run prints and what plan_guard checks."""
+        ...
+
+    def build(self, target: Path, final: Path) -> Built:
+        """Install into `target` what plan() chose (or, for whole_file engines, the env file);
+        `final` is where the env will live (the same path when in_place)."""
+        ...
+
+    def describe_virtual_packages(self) -> list[str]:
+        """The virtual packages (__cuda, __glibc, ...) the solve assumed, for the dry-run plan."""
+        ...
 
 
 @dataclass(frozen=True)

@@ -36,19 +36,14 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from envkit import proc
-from envkit.engines.base import (CreateOptions, CreateResult, PlannedPackage, Timer, cuda_override_for, plan_guard,
-                                 write_meta)
+from envkit.engines.base import Built, CreateOptions, PlannedPackage, cuda_override_for
 from envkit.errors import EngineError
 from envkit.models import Machine, Selection
 from envkit.prefix import condarc
-from envkit.prefix.condarc import register_env
 from envkit.prefix.records import conda_records
-from envkit.prefix.staging import OLD
 from envkit.render import mirrors
 from envkit.render.envfile import EnvFile
 from envkit.secrets import VAULT, redact
-from envkit.verify import verify_env
-from envkit.verify.report import VerifyReport
 
 ENGINE_NAMES = ("conda", "mamba", "micromamba")
 _VERSION = re.compile(r"(\d+\.\d+(?:\.\d+)?(?:[.\-]\w+)?)")
@@ -232,80 +227,52 @@ def _missing_specs(text: str, data: dict[str, Any]) -> list[str] | None:
     return list(dict.fromkeys(found)) if found else None
 
 
-# -- the flow ----------------------------------------------------------------------------------------
-def settle_in_place(prefix: Path, build: Callable[[Path], None]) -> None:
-    """Build at the final name; a failure (or Ctrl-C) removes the half-made env and puts back the old
-    env a --force moved aside. The orchestrator may pass its own `settle` (locks, journal, verify-gated
-    replacement) to create_external instead: engines never import the orchestrator. A settle that
-    returns `(verify report, old env restored)` has verified the env itself; None: verify follows."""
-    old = None
-    if prefix.exists():
-        old = prefix.parent / f"{OLD}.{prefix.name}.{os.getpid()}.0"
-        prefix.rename(old)
-    try:
-        build(prefix)
-    except BaseException:
-        if prefix.exists():
-            shutil.rmtree(prefix, ignore_errors=True)
-        if old is not None and old.exists():
-            old.rename(prefix)
-        raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+# -- the Engine contract (engines/base.py) ---------------------------------------------------------
+class CondaCLIEngine:
+    """conda, mamba or micromamba behind the Engine contract: plan() is the engine's own dry run
+    (`create --dry-run --json`), build() is `env create -f` of the env file at the final path (a conda
+    prefix is not relocatable), which installs the pip section and variables and writes conda-meta/history
+    itself. The env file handed over never holds credentials (engine_channels)."""
 
+    in_place = True
+    whole_file = True
+    build_phase = "solve+install"
 
-def create_external(opts: CreateOptions, envfile: EnvFile, env_text: str, selection: Selection | None,
-                    machine: Machine, prefix: Path, timer: Timer, notes: list[str],
-                    on_line: Callable[[str], None] | None,
-                    settle: Callable[[Path, Callable[[Path], None]], tuple[VerifyReport | None, bool] | None] | None = None
-                    ) -> CreateResult:
-    exe = find_engine(opts.engine)
-    version = engine_version(exe)
-    cuda = cuda_override_for(opts, machine, selection)
-    file_env, extra, channel_notes = engine_channels(opts, envfile)
-    notes.extend(channel_notes)  # the same list the orchestrator's settle adds its restore notes to
-    if cuda is not None:
-        extra["CONDA_OVERRIDE_CUDA"] = cuda
-    env = proc.child_env(extra, isolate_python=True)
-    specs = list(file_env.dependencies)
-    packages: list[PlannedPackage] = []
-    if opts.dry_run or (selection is not None and selection.is_gpu):
-        with timer.phase("solve"):
-            done = proc.run(dry_run_argv(exe, prefix, file_env.channels, specs), timeout=3600, env=env)
+    def __init__(self, opts: CreateOptions, envfile: EnvFile, selection: Selection | None, machine: Machine,
+                 prefix: Path, on_line: Callable[[str], None] | None = None) -> None:
+        self.name = opts.engine
+        self.prefix = prefix
+        self.exe = find_engine(opts.engine)
+        self.version = f"{opts.engine} {engine_version(self.exe)}"
+        self.file_env, extra, self.notes = engine_channels(opts, envfile)
+        cuda = cuda_override_for(opts, machine, selection)
+        if cuda is not None:
+            extra["CONDA_OVERRIDE_CUDA"] = cuda
+        self.env = proc.child_env(extra, isolate_python=True)
+        self.on_line = on_line
+
+    def plan(self, specs: Sequence[str]) -> list[PlannedPackage]:
+        done = proc.run(dry_run_argv(self.exe, self.prefix, self.file_env.channels, specs), timeout=3600, env=self.env)
         if done.returncode != 0:
-            raise engine_error(opts.engine, done.returncode, done.stdout + "\n" + done.stderr, shown=False)
-        packages = parse_plan(done.stdout)
-        plan_guard(selection, packages, specs)
-    if opts.dry_run:
-        return CreateResult(prefix, tuple(packages), selection, machine, timer.phases, True, env_text,
-                            pip_lines=envfile.pip, engine=opts.engine, notes=tuple(notes))
-    installed: list[PlannedPackage] = []
-    with tempfile.TemporaryDirectory(prefix="envkit-") as tmp:
-        file = Path(tmp) / "environment.yml"
-        file.write_text(file_env.render(), encoding="utf-8")  # credentials are never in it
+            raise engine_error(self.name, done.returncode, done.stdout + "\n" + done.stderr, shown=False)
+        return parse_plan(done.stdout)
+
+    def build(self, target: Path, final: Path) -> Built:
         lines: list[str] = []
 
         def stream(line: str) -> None:
             lines.append(line)
-            if on_line:
-                on_line(redact(line))
+            if self.on_line:
+                self.on_line(redact(line))
 
-        def build(target: Path) -> None:
-            """Run the engine into `target` (a conda prefix is not relocatable: built at its final name)."""
-            with timer.phase("solve+install"):
-                done = proc.run(engine_argv(opts.engine, exe, file, target), timeout=3 * 3600, env=env,
-                                on_line=stream)
-            if done.returncode != 0:
-                raise engine_error(opts.engine, done.returncode, "\n".join(lines), shown=on_line is not None)
-            installed[:] = read_installed(target)
-            write_meta(target, opts, env_text, selection, machine, installed, timer, cuda,
-                       engine_version=f"{opts.engine} {version}")
+        with tempfile.TemporaryDirectory(prefix="envkit-") as tmp:
+            file = Path(tmp) / "environment.yml"
+            file.write_text(self.file_env.render(), encoding="utf-8")  # credentials are never in it
+            done = proc.run(engine_argv(self.name, self.exe, file, target), timeout=3 * 3600, env=self.env,
+                            on_line=stream)
+        if done.returncode != 0:
+            raise engine_error(self.name, done.returncode, "\n".join(lines), shown=self.on_line is not None)
+        return Built(tuple(read_installed(target)))
 
-        settled = (settle or settle_in_place)(prefix, build)
-    register_env(prefix)
-    report, restored = settled if settled is not None else (None, False)
-    if settled is None and not opts.no_verify:
-        with timer.phase("verify"):
-            report = verify_env(prefix=str(prefix), timeout=opts.verify_timeout, quick=True)
-    return CreateResult(prefix, tuple(installed), selection, machine, timer.phases, False, env_text, report,
-                        envfile.pip, engine=opts.engine, notes=tuple(notes), restored_old=restored)
+    def describe_virtual_packages(self) -> list[str]:
+        return []  # the external engine detects its own (CONDA_OVERRIDE_CUDA set above)

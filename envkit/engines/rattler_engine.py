@@ -27,12 +27,13 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from envkit import __version__
-from envkit.engines.base import PlannedPackage  # noqa: F401 (re-exported: it was defined here)
+from envkit.engines.base import Built, PlannedPackage
 from envkit.engines.cache_sweep import sweep_rattler_temps
 from envkit.engines.errtext import condensed
 from envkit.errors import EngineError, InputError, os_error_hint
 from envkit.fsutil import sha256_of
 from envkit.lock.file import Lock, LockedConda, render_lock
+from envkit.prefix.condarc import drop_cache_tag
 from envkit.prefix.records import record_paths
 from envkit.render.mirrors import Mirror, canonical_urls
 from envkit.safeio import read_text
@@ -138,7 +139,15 @@ class _Reporter:
 
 
 class RattlerEngine:
-    """Solve and install with py-rattler; synchronous facade over its async API."""
+    """Solve and install with py-rattler; synchronous facade over its async API. Implements
+    engines.base.Engine: plan() solves, build() links into a staging folder that create moves in."""
+
+    name = "rattler"
+    version: str | None = None  # envkit's own py-rattler: create.json records envkit's version
+    in_place = False
+    whole_file = False  # the pip section, variables and history are envkit's steps after build()
+    build_phase = "download+link"
+    notes: tuple[str, ...] = ()
 
     def __init__(self, settings: EngineSettings, progress: Progress | None = None) -> None:
         try:
@@ -153,6 +162,7 @@ class RattlerEngine:
         self.sources = [channel_url(c) for c in settings.channels]
         self._client: Any = None
         self._records: list[Any] = []
+        self._plan: list[PlannedPackage] = []
         self._mirror_map: dict[str, str] = {}
         self._fresh: list[str] = []
 
@@ -257,7 +267,8 @@ class RattlerEngine:
         except Exception as exc:
             raise self._solve_error(exc, vps) from None
         self._specs = list(specs)
-        return [self._planned(r) for r in self._records]
+        self._plan = [self._planned(r) for r in self._records]
+        return self._plan
 
     def _solve_error(self, exc: Exception, vps: list[Any]) -> EngineError:
         full = redact(str(exc))
@@ -330,7 +341,8 @@ class RattlerEngine:
                               f"rattler read {len(records)}", "regenerate the lock")
         self._records = records
         self._specs = [r.name.normalized for r in self._records]
-        return [self._planned(r) for r in self._records]
+        self._plan = [self._planned(r) for r in self._records]
+        return self._plan
 
     def load_explicit(self, path: Path) -> list[PlannedPackage]:
         """An @EXPLICIT list: each URL is looked up in its channel's repodata and its hash checked."""
@@ -381,9 +393,62 @@ class RattlerEngine:
                               "check that the channels are reachable (or use --mirror)") from exc
         self._records = records
         self._specs = [r.name.normalized for r in records]
-        return [self._planned(r) for r in records]
+        self._plan = [self._planned(r) for r in records]
+        return self._plan
 
     # -- install ----------------------------------------------------------------------------
+    # -- the Engine contract (engines/base.py) -------------------------------------------------
+    def plan(self, specs: Sequence[str]) -> list[PlannedPackage]:
+        return self.solve(specs)
+
+    def build(self, target: Path, final: Path) -> Built:
+        """Check the archives and the cache, link the plan into `target` (its paths rewritten for `final`),
+        stamp what was extracted, and keep conda from tagging the env folder as a package cache."""
+        self.check_file_hashes()
+        notes = self.check_cache()
+        self.install(target, final)
+        self.stamp_fresh()
+        drop_cache_tag(target)
+        return Built(tuple(self._plan), tuple(notes))
+
+    def query(self, names: Sequence[str]) -> list[Any]:
+        """The repodata records of `names` on this platform + noarch, not recursive: what the live
+        catalogue reads, through the same client, repodata cache and sharded fetch as solve()."""
+        from rattler import Channel, Gateway, SourceConfig, Subdir
+
+        gateway = Gateway(cache_dir=self.settings.cache_dir / "repodata", client=self.client(),
+                          default_config=SourceConfig(sharded_enabled=self.settings.sharded))
+
+        async def go() -> list[Any]:
+            found = await gateway.query([Channel(u) for u in self.sources],
+                                        [Subdir(self.settings.platform), Subdir("noarch")], list(names),
+                                        recursive=False)
+            return [r for group in found for r in group]
+
+        return asyncio.run(go())
+
+    def source_shown(self, url: str) -> str:
+        """The channel URL as the user named it (the mirror's, not the canonical one it stands for)."""
+        return self._mirror_map.get(url, url)
+
+    def download(self, items: Sequence[tuple[str, Path]], parallel: int = 8) -> None:
+        """Download archives as they are (no extraction) through this engine's client, so the mirror and
+        its credentials apply; `envkit bundle` carries them to machines without network."""
+        from rattler.package_streaming import download_to_path
+
+        client = self.client()
+
+        async def go() -> None:
+            gate = asyncio.Semaphore(parallel)
+
+            async def one(url: str, dest: Path) -> None:
+                async with gate:
+                    await download_to_path(client, url, dest)
+
+            await asyncio.gather(*(one(u, d) for u, d in items))
+
+        asyncio.run(go())
+
     def check_file_hashes(self) -> None:
         """rattler does not verify file:// packages (rattler-notes §4): compare sha256 to repodata."""
         for record in self._records:

@@ -16,10 +16,12 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from envkit.compat.catalogue import CONDA_NAMES, PIP_NAMES, Catalogue, Record, now_iso, python_of
+from envkit.config import cache_dir, load_file_config
+from envkit.errors import EnvkitError
+from envkit.fsutil import atomic_write_text
 from envkit.render.mirrors import Mirror
 from envkit.secrets import VAULT, bearer_from_env, redact
 
@@ -62,8 +64,6 @@ def load_cached(path: Path) -> Catalogue | None:
 
 
 def save(path: Path, catalogue: Catalogue) -> None:
-    from envkit.fsutil import atomic_write_text
-
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(catalogue.to_json(), separators=(",", ":")))
 
@@ -101,8 +101,6 @@ def obtain(flavor: str, *, mode: str = "auto", mirror: Mirror | None = None, mir
            channels: tuple[str, ...] = (), index_base: str | None = None, cache_root: Path | None = None,
            platform: str = "linux-64") -> Obtained:
     """The catalogue for one flavor under the policy `mode`; never raises for network trouble."""
-    from envkit.config import cache_dir
-
     if mode == "auto":
         mode = mode_from()  # ENVKIT_OFFLINE=1 turns the default into --offline
     root = cache_root or cache_dir()
@@ -132,8 +130,6 @@ def obtain(flavor: str, *, mode: str = "auto", mirror: Mirror | None = None, mir
             return Obtained(cached, cached.describe() + "; the last read failed less than 10 min ago")
         return Obtained(None, "static data (no catalogue available: the last read failed less than 10 min ago; "
                               "--refresh retries now)")
-    from envkit.errors import EnvkitError
-
     try:
         fresh = read()
     except (CatalogueError, EnvkitError) as exc:
@@ -164,8 +160,6 @@ def read_conda(flavor: str, channels: tuple[str, ...], *, mirror: Mirror | None 
                names: tuple[str, ...] = CONDA_NAMES) -> Catalogue:
     """Repodata records of the torch family on `platform` + noarch, through the mirror and credentials
     the solve itself uses (same client, same repodata cache)."""
-    import asyncio
-
     from envkit.engines.rattler_engine import EngineSettings, RattlerEngine
 
     if mirror is not None:
@@ -173,27 +167,15 @@ def read_conda(flavor: str, channels: tuple[str, ...], *, mirror: Mirror | None 
             VAULT.split(mirror_value)  # user:pass@ -> a header, /t/<token>/ -> a request-time rewrite
         first = next(iter(mirror.conda.values()), "")
         bearer_from_env(urlsplit(first).hostname or "")
-    settings = EngineSettings(channels=channels, cache_dir=cache_root, mirror=mirror, platform=platform,
-                              retries=0, timeout_s=READ_TIMEOUT_S)
-    engine = RattlerEngine(settings)
-    from rattler import Channel, Gateway, SourceConfig, Subdir
-
-    from envkit.config import load_file_config
-
     # the same repodata, cache and sharded fetch the solve uses (rattler_engine.RattlerEngine.solve)
-    sharded = bool(load_file_config().get("sharded_repodata", True))
-    gateway = Gateway(cache_dir=cache_root / "repodata", client=engine.client(),
-                      default_config=SourceConfig(sharded_enabled=sharded))
-
-    async def go() -> list[Any]:
-        found = await gateway.query([Channel(u) for u in engine.sources], [Subdir(platform), Subdir("noarch")],
-                                    list(names), recursive=False)
-        return [r for group in found for r in group]
-
+    settings = EngineSettings(channels=channels, cache_dir=cache_root, mirror=mirror, platform=platform,
+                              retries=0, timeout_s=READ_TIMEOUT_S,
+                              sharded=bool(load_file_config().get("sharded_repodata", True)))
+    engine = RattlerEngine(settings)
     try:
-        raw = asyncio.run(go())
+        raw = engine.query(names)
     except Exception as exc:  # GatewayError and friends: the caller falls back to the cache or static data
-        where = ", ".join(redact(engine._mirror_map.get(u, u)) for u in engine.sources)
+        where = ", ".join(redact(engine.source_shown(u)) for u in engine.sources)
         raise CatalogueError(f"cannot read {where}: {_short(redact(str(exc)))}") from None
     records = tuple(Record(
         name=r.name.normalized, version=str(r.version), build=str(r.build), subdir=str(r.subdir),

@@ -110,25 +110,11 @@ def _fetch_conda(items: Sequence[tuple[str, Path]], channels: Sequence[str], mir
             remote.append((url, dest))
     if not remote:
         return
-    import asyncio
+    from envkit.engines.rattler_engine import EngineSettings, RattlerEngine  # lazy: rattler's exit pause
 
-    from rattler.package_streaming import download_to_path
-
-    from envkit.engines.rattler_engine import EngineSettings, RattlerEngine
-
-    client = RattlerEngine(EngineSettings(channels=tuple(channels), cache_dir=cache_dir(), mirror=mirror)).client()
-
-    async def go() -> None:
-        gate = asyncio.Semaphore(8)
-
-        async def one(url: str, dest: Path) -> None:
-            async with gate:
-                await download_to_path(client, url, dest)
-
-        await asyncio.gather(*(one(u, d) for u, d in remote))
-
+    engine = RattlerEngine(EngineSettings(channels=tuple(channels), cache_dir=cache_dir(), mirror=mirror))
     try:
-        asyncio.run(go())
+        engine.download(remote)
     except Exception as exc:
         raise BundleError(f"downloading the packages failed: {redact(str(exc))}",
                           "check the network or the mirror (--mirror), then run envkit bundle again") from exc

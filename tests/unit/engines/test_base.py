@@ -25,3 +25,22 @@ def test_cuda_override_precedence(cuda: str, driver: str | None, env: str | None
                      environ=environ, root=Path("/nonexistent"))
     opts = CreateOptions(name="x", request=Request(cuda=cuda), driver_version=driver)
     assert cuda_override_for(opts, machine, None) == expected
+
+
+def test_every_engine_implements_the_contract() -> None:
+    """create.py drives engines only through engines.base.Engine: each engine has every member of it."""
+    import inspect
+
+    from envkit.engines.base import Engine
+    from envkit.engines.conda_cli import CondaCLIEngine
+    from envkit.engines.rattler_engine import RattlerEngine
+
+    members = {name for name, _ in inspect.getmembers(Engine) if not name.startswith("_")}
+    assert members == {"name", "version", "in_place", "whole_file", "build_phase", "notes", "plan", "build",
+                       "describe_virtual_packages"}
+    for engine in (RattlerEngine, CondaCLIEngine):
+        source = inspect.getsource(engine)
+        for member in sorted(members):
+            assert hasattr(engine, member) or f"self.{member} =" in source, f"{engine.__name__} lacks {member}"
+    assert RattlerEngine.in_place is False and CondaCLIEngine.in_place is True
+    assert RattlerEngine.whole_file is False and CondaCLIEngine.whole_file is True
