@@ -1,6 +1,6 @@
 """Click commands of issue 13: `envkit bundle` and `envkit fleet detect|create|verify`.
 
-Thin like cli.py: options -> one core function (envkit.fleet.*, envkit.lock.bundle) -> rendering here.
+Thin like cli/env.py: options -> one core function (envkit.fleet.*, envkit.lock.bundle) -> rendering here.
 Only click is imported at import time; rich, rattler and the fleet modules load inside the commands.
 """
 

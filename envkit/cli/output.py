@@ -1,4 +1,4 @@
-"""Human (rich) and --json rendering of the models. Only cli.py calls these.
+"""Human (rich) and --json rendering of the models. Only the cli/ package calls these.
 
 It is also the redaction boundary: `redacting_streams()` (entered by cli._run around every
 command) routes stdout and stderr through `secrets.redact`, so no message, hint, log line, child

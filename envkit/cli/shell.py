@@ -1,6 +1,6 @@
 """`envkit shell`, `activate`, `deactivate`, `kernel`: ways into an environment without conda (issue 14).
 
-Registered by envkit/cli.py; only click is imported at import time.
+Registered by envkit/cli/__init__.py; only click is imported at import time.
 """
 
 from __future__ import annotations
