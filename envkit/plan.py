@@ -12,25 +12,28 @@ import os
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from envkit.compat import legacy, load
 from envkit.compat.select import PYTORCH_INDEX, offers, select
 from envkit.config import load_file_config
 from envkit.detect import detect
-from envkit.engines.base import CreateOptions, Timer
 from envkit.engines.repodata import Obtained, obtain
 from envkit.errors import EngineError, SelectionError, UsageError
-from envkit.export import read_sidecar
-from envkit.lock.file import Lock, LockedPlatform, current_platform, pip_lines, read_lock
 from envkit.models import FLAVORS, Machine, Request, Selection
 from envkit.prefix.locations import check_name
-from envkit.render import mirrors, specs
-from envkit.render.adapt import adapt, flavor_order, parse_file, request_from
-from envkit.render.build import build_envfile, python_candidates
+from envkit.render import mirrors
 from envkit.render.envfile import EnvFile, check_channel, check_pip_line, check_variables, parse_conda_spec
 from envkit.render.mirrors import strip_credentials
 from envkit.safeio import read_text
+
+if TYPE_CHECKING:
+    from envkit.engines.base import CreateOptions, Timer
+    from envkit.lock.file import Lock, LockedPlatform
+
+# `envkit detect` imports this module for select_for: what only render, create, lock and bundle use
+# (adapting a file, building from a spec, reading locks and sidecars) is imported where it is used,
+# which keeps detect at its old cost (scripts/bench_cli.py)
 
 DEFAULT_REQUEST = Request()
 
@@ -179,6 +182,10 @@ def render_env(*, spec: str | None = None, from_file: Path | None = None, name: 
                driver_version: str | None = None, compute_capabilities: tuple[str, ...] = (),
                catalogue_mode: str = "auto", channels: tuple[str, ...] = ()) -> Rendered:
     """A spec (or a colleague's file) + this machine -> environment.yml text."""
+    from envkit.render import specs
+    from envkit.render.adapt import adapt, flavor_order, parse_file, request_from
+    from envkit.render.build import build_envfile, python_candidates
+
     config = load_file_config().data
     profile = mirrors.resolve(mirror, config)
     index_base = pytorch_index_base(config)
@@ -269,6 +276,8 @@ def _keep_pinned_gpu_build(opts: CreateOptions, selection: Selection) -> None:
     """A file that pins a CUDA build (`pytorch=2.13.0=*cuda*`, as `envkit export` writes) must not turn
     into a CPU env because this machine has no GPU (CI, Docker, login node): that is the silent CPU
     build the selector exists to prevent (issue 12). Only an explicit --cuda cpu asks for that."""
+    from envkit.render.adapt import parse_file
+
     if selection.is_gpu or opts.request.cuda == "cpu" or opts.file is None:
         return
     pinned = [d for d in parse_file(opts.file).conda
@@ -285,6 +294,8 @@ def _keep_pinned_gpu_build(opts: CreateOptions, selection: Selection) -> None:
 
 def envfile_as_is(path: Path, name: str) -> EnvFile:
     """--file with --no-adapt: the user's file, validated, taken literally (prefix: ignored)."""
+    from envkit.render.adapt import parse_file
+
     parsed = parse_file(path)
     channels = tuple(check_channel(c, f"{path}: channels") for c in parsed.channels)
     if not channels:
@@ -319,6 +330,9 @@ def _channels_of(path: Path, kind: str) -> tuple[str, ...]:
 def recreate_envfile(name: str, source: Path, kind: str) -> tuple[EnvFile, tuple[Lock, LockedPlatform] | None]:
     """What an explicit file (+ its sidecar) or a lock holds besides conda packages: pip, variables.
     A lock comes back read, with this platform's entry (None for an explicit file)."""
+    from envkit.export import read_sidecar
+    from envkit.lock.file import current_platform, pip_lines, read_lock
+
     if kind == "lock":
         lock = read_lock(source)
         entry = lock.platform(current_platform())

@@ -8,7 +8,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from envkit import proc
 from envkit.models import Driver, Gpu
 
 
@@ -170,6 +169,8 @@ def parse_smi_header(text: str) -> str | None:
 
 
 def from_nvidia_smi(root: Path) -> _Partial:
+    from envkit import proc  # here: a detect with NVML or an override never pays for subprocess
+
     try:
         query = proc.run(["nvidia-smi", *SMI_QUERY], timeout=20)
     except (FileNotFoundError, PermissionError):
