@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from envkit.cli.options import EPILOG, Selectors, _check_timeout, _from_config, selection_options
+from envkit.cli.options import EPILOG, Selectors, check_timeout, from_config, selection_options
 from envkit.cli.shell import forget_kernels, with_kernel
 from envkit.errors import ExitCode
 
@@ -36,7 +36,7 @@ def detect(*, selectors: Selectors, as_json: bool, show_catalogue: bool, mirror:
     machine = run_detect(driver_version=selectors.driver_version, compute_capabilities=selectors.compute_capabilities,
                          cuda=selectors.cuda)
     request = selectors.request()
-    choice = CatalogueChoice(selectors.catalogue_mode(), _from_config(mirror, "mirror"))
+    choice = CatalogueChoice(selectors.catalogue_mode(), from_config(mirror, "mirror"))
     if show_catalogue:
         from envkit.plan import catalogue_table
 
@@ -67,7 +67,7 @@ def detect(*, selectors: Selectors, as_json: bool, show_catalogue: bool, mirror:
 @click.option("--quick", is_flag=True, help="Skip the speed, memory and TFLOP/s measurements.")
 @click.option("--device", type=click.IntRange(min=0), default=None, help="GPU index to test (default 0).")
 @click.option("--all-gpus", is_flag=True, help="Check every visible GPU, then NCCL + DDP across them.")
-@click.option("--timeout", type=float, callback=_check_timeout, default=300.0, show_default=True,
+@click.option("--timeout", type=float, callback=check_timeout, default=300.0, show_default=True,
               help="Kill the payload (and its children) after this many seconds.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--report", "report_file", type=click.Path(dir_okay=False), default=None,
@@ -115,7 +115,7 @@ def render(spec: str | None, from_file: str | None, spec_path: str | None, outpu
         raise UsageError("give either a spec or --from FILE, not both", "envkit render dl_train  or  envkit render --from FILE")
     result = render_env(spec=spec_path or spec, from_file=Path(from_file) if from_file else None, name=name,
                         request=selectors.request(), flavor_given=selectors.flavor_given,
-                        mirror=_from_config(mirror, "mirror"), driver_version=selectors.driver_version,
+                        mirror=from_config(mirror, "mirror"), driver_version=selectors.driver_version,
                         compute_capabilities=selectors.compute_capabilities, catalogue_mode=selectors.catalogue_mode())
     for change in result.changes:
         out.plain(f"changed: {change}", err=True)
@@ -185,8 +185,8 @@ def create(name: str, spec: str | None, env_file: str | None, no_adapt: bool, lo
         name=name, spec=spec, file=Path(env_file) if env_file else None, no_adapt=no_adapt,
         lock=Path(lock_file) if lock_file else None,
         request=selectors.request(), flavor_given=selectors.flavor_given,
-        mirror=_from_config(mirror, "mirror"), channels=channels, prefix=Path(prefix) if prefix else None,
-        engine=_from_config(engine, "engine") or "rattler",
+        mirror=from_config(mirror, "mirror"), channels=channels, prefix=Path(prefix) if prefix else None,
+        engine=from_config(engine, "engine") or "rattler",
         dry_run=dry_run, force=force, not_envkit=not_envkit, no_verify=no_verify, require_gpu=require_gpu,
         driver_version=selectors.driver_version, compute_capabilities=selectors.compute_capabilities,
         argv=("envkit", *sys.argv[1:]) if sys.argv and sys.argv[0].endswith("envkit") else ("envkit", "create", name),
@@ -290,7 +290,7 @@ def export(name: str | None, prefix: str | None, output: str | None, fmt: str, f
         from envkit.cli.lock import write_result
         from envkit.lock.solve import lock_from_prefix
 
-        write_result(lock_from_prefix(path, platforms, mirror=_from_config(mirror, "mirror")), output,
+        write_result(lock_from_prefix(path, platforms, mirror=from_config(mirror, "mirror")), output,
                      int(lock_version))
         return
     sidecar_name = Path(output).name + SIDECAR_SUFFIX if output and fmt == "explicit" else None

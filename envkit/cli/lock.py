@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from envkit.cli.options import EPILOG, Selectors, _from_config, selection_options
+from envkit.cli.options import EPILOG, Selectors, from_config, selection_options
 
 if TYPE_CHECKING:
     from envkit.lock.solve import LockResult
@@ -85,7 +85,7 @@ def lock_cmd(name: str | None, spec: str | None, env_file: str | None, no_adapt:
         spec = name
     result = lock_env(platforms=platforms, spec=spec, file=Path(env_file) if env_file else None, no_adapt=no_adapt,
                       name=name or "envkit", request=selectors.request(), flavor_given=selectors.flavor_given,
-                      mirror=_from_config(mirror, "mirror"), channels=channels,
+                      mirror=from_config(mirror, "mirror"), channels=channels,
                       driver_version=selectors.driver_version, compute_capabilities=selectors.compute_capabilities,
                       catalogue=catalogue, strict=strict)
     write_result(result, output, int(lock_version))

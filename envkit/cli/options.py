@@ -27,26 +27,26 @@ _DRIVER_RE = re.compile(r"^\d{3,4}(\.\d{1,3}){1,2}\Z")
 _CC_RE = re.compile(r"^\d{1,2}\.\d\Z")
 _PY_RE = re.compile(r"^3\.\d{1,2}t?\Z")
 
-def _check_cuda(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+def check_cuda(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
     if value is None or value in ("auto", "cpu") or _CUDA_RE.match(value):
         return value
     raise click.BadParameter(f"{value!r}: use auto, cpu or a CUDA version like 12.4 or 13.0")
 
 
-def _check_driver(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+def check_driver(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
     if value is None or _DRIVER_RE.match(value):
         return value
     raise click.BadParameter(f"{value!r}: use an NVIDIA driver version like 550.54.15 or 580.65.06")
 
 
-def _check_cc(_ctx: click.Context, _param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
+def check_cc(_ctx: click.Context, _param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
     for item in value:
         if not _CC_RE.match(item) or not (3 <= int(item.split(".")[0]) <= 15):
             raise click.BadParameter(f"{item!r}: use a compute capability like 8.6, 9.0 or 12.0 (one per GPU)")
     return value
 
 
-def _check_python(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+def check_python(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
     if value is None or _PY_RE.match(value):
         return value
     raise click.BadParameter(f"{value!r}: use a Python version like 3.11 or 3.12")
@@ -58,7 +58,7 @@ EPILOG = "\b\nEnvironment variables:\n" + "\n".join(f"  {k:<22} {v}" for k, v in
     "5 doctor found problems")
 
 
-def _check_timeout(_ctx: click.Context, _param: click.Parameter, value: float) -> float:
+def check_timeout(_ctx: click.Context, _param: click.Parameter, value: float) -> float:
     import math
 
     if not math.isfinite(value) or not 1 <= value <= 7 * 24 * 3600:
@@ -71,7 +71,7 @@ FLAVORS = ("conda-forge", "pytorch", "pip")
 
 
 def cuda_option(help: str = CUDA_HELP) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    return click.option("--cuda", callback=_check_cuda, default=None, envvar="ENVKIT_CUDA", help=help)
+    return click.option("--cuda", callback=check_cuda, default=None, envvar="ENVKIT_CUDA", help=help)
 
 
 def torch_option() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -80,7 +80,7 @@ def torch_option() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
 
 
 def python_option() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    return click.option("--python", "python", callback=_check_python, default=None, metavar="X.Y",
+    return click.option("--python", "python", callback=check_python, default=None, metavar="X.Y",
                         help="Python version of the environment.")
 
 
@@ -91,12 +91,12 @@ def flavor_option() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
 
 def driver_option(help: str = "Simulate a driver (replaces the hardware query).",
                   ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    return click.option("--driver-version", callback=_check_driver, default=None, metavar="VER",
+    return click.option("--driver-version", callback=check_driver, default=None, metavar="VER",
                         envvar="ENVKIT_DRIVER_VERSION", help=help)
 
 
 def cc_option(help: str = "Simulate a GPU (repeat once per GPU).") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    return click.option("--compute-capability", "compute_capability", multiple=True, callback=_check_cc,
+    return click.option("--compute-capability", "compute_capability", multiple=True, callback=check_cc,
                         metavar="X.Y", envvar="ENVKIT_COMPUTE_CAPABILITY", help=help)
 
 
@@ -134,13 +134,13 @@ class Selectors:
         return self.cuda not in (None, "auto")
 
     def request(self, *, no_driver_check: bool | None = None, spec_python: str | None = None) -> Request:
-        """The Request (the one flags -> Request, `_request`); `no_driver_check` overrides the flag's value."""
-        return _request(self.cuda, self.torch, self.python, self.flavor,
+        """The Request (the one flags -> Request, `build_request`); `no_driver_check` overrides the flag's value."""
+        return build_request(self.cuda, self.torch, self.python, self.flavor,
                         self.no_driver_check if no_driver_check is None else no_driver_check, spec_python)
 
     def catalogue_mode(self) -> str:
         """auto | offline | refresh, from --offline / --refresh (both: a usage error)."""
-        return _catalogue_mode(self.offline, self.refresh)
+        return catalogue_mode_of(self.offline, self.refresh)
 
 
 # click parameter name -> Selectors field
@@ -185,7 +185,7 @@ def selection_options(func: Callable[..., Any]) -> Callable[..., Any]:
                               help="Re-read what the channels publish even if the cache is fresh."))
 
 
-def _from_config(value: Any, key: str) -> Any:
+def from_config(value: Any, key: str) -> Any:
     """Flag and ENVKIT_* variable were already applied by click; the config file comes next."""
     if value is not None:
         return value
@@ -194,26 +194,26 @@ def _from_config(value: Any, key: str) -> Any:
     return load_file_config().get(key)
 
 
-def _request(cuda: str | None, torch_spec: str | None, python: str | None, flavor: str | None,
+def build_request(cuda: str | None, torch_spec: str | None, python: str | None, flavor: str | None,
              no_driver_check: bool = False, spec_python: str | None = None) -> Request:
     """The ONE flags -> Request: flag > ENVKIT_* (already applied by click) > config file > default."""
     from envkit.models import Request
 
-    cuda = _from_config(cuda, "cuda")
+    cuda = from_config(cuda, "cuda")
     if cuda is not None:
         from envkit.config import config_path
         from envkit.errors import UsageError
 
         try:
-            _check_cuda(None, None, str(cuda))  # type: ignore[arg-type]
+            check_cuda(None, None, str(cuda))  # type: ignore[arg-type]
         except click.BadParameter as exc:
             raise UsageError(f"config file {config_path()}: cuda: {exc.message}", f"fix 'cuda:' in {config_path()}")
-    return Request(cuda=str(cuda) if cuda is not None else "auto", torch=_from_config(torch_spec, "torch"),
-                   python=python or spec_python, flavor=_from_config(flavor, "flavor") or "conda-forge",
+    return Request(cuda=str(cuda) if cuda is not None else "auto", torch=from_config(torch_spec, "torch"),
+                   python=python or spec_python, flavor=from_config(flavor, "flavor") or "conda-forge",
                    no_driver_check=no_driver_check)
 
 
-def _catalogue_mode(offline: bool, refresh: bool) -> str:
+def catalogue_mode_of(offline: bool, refresh: bool) -> str:
     from envkit.errors import UsageError
 
     if offline and refresh:

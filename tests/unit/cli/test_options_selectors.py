@@ -6,7 +6,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from envkit.cli.options import Selectors, _catalogue_mode, _request, collect, selection_options, what_options
+from envkit.cli.options import Selectors, catalogue_mode_of, build_request, collect, selection_options, what_options
 from envkit.models import Request
 
 
@@ -51,7 +51,7 @@ def test_a_bad_value_is_a_usage_error_before_the_command_runs(args: list[str]) -
 def test_request_goes_through_the_one_flags_to_request(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ENVKIT_CONFIG", "/nonexistent/envkit-config.yaml")
     sel = Selectors(cuda="12.8", torch="2.7", python="3.11", flavor="pytorch", no_driver_check=True)
-    assert sel.request() == _request("12.8", "2.7", "3.11", "pytorch", True)
+    assert sel.request() == build_request("12.8", "2.7", "3.11", "pytorch", True)
     assert sel.request(no_driver_check=False).no_driver_check is False
     assert isinstance(sel.request(), Request) and sel.flavor_given and sel.cuda_given
     assert not Selectors(cuda="auto").cuda_given and not Selectors().flavor_given
@@ -61,7 +61,7 @@ def test_catalogue_mode_goes_through_the_one_catalogue_mode() -> None:
     from envkit.errors import UsageError
 
     for offline, refresh in ((False, False), (True, False), (False, True)):
-        assert Selectors(offline=offline, refresh=refresh).catalogue_mode() == _catalogue_mode(offline, refresh)
+        assert Selectors(offline=offline, refresh=refresh).catalogue_mode() == catalogue_mode_of(offline, refresh)
     assert Selectors(offline=True).catalogue_mode() == "offline"
     with pytest.raises(UsageError):
         Selectors(offline=True, refresh=True).catalogue_mode()
