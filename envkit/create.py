@@ -307,14 +307,14 @@ def _make_engine(opts: CreateOptions, job: Job, progress: Progress | None,
     if opts.engine != "rattler":
         from envkit.engines.conda_cli import CondaCLIEngine
 
-        return CondaCLIEngine(opts, job.envfile, job.selection, job.machine, job.prefix, on_line), job.envfile, cuda
+        return CondaCLIEngine(opts, job.envfile, job.prefix, cuda, on_line), job.envfile, cuda
     from envkit.engines.rattler_engine import RattlerEngine  # lazy: it registers rattler's exit pause
 
-    settings, envfile = _engine_settings(opts, job)
+    settings, envfile = _engine_settings(opts, job, cuda)
     return RattlerEngine(settings, progress), envfile, cuda
 
 
-def _engine_settings(opts: CreateOptions, job: Job) -> tuple[EngineSettings, EnvFile]:
+def _engine_settings(opts: CreateOptions, job: Job, cuda: str | None) -> tuple[EngineSettings, EnvFile]:
     """The embedded engine's channels (canonical, the mirror applied per request), mirror credentials and
     __cuda; behind a mirror with a PyPI index, the pip section gets that index too."""
     from envkit.engines.rattler_engine import EngineSettings
@@ -332,7 +332,7 @@ def _engine_settings(opts: CreateOptions, job: Job) -> tuple[EngineSettings, Env
             line.startswith(("--index-url", "-i ")) for line in envfile.pip):
         envfile = replace(envfile, pip=(f"--index-url {mirror.pypi}", *envfile.pip))  # behind the mirror, pip too
     settings = EngineSettings(channels=channels, cache_dir=cache_dir(), mirror=mirror,
-                              cuda_override=cuda_override_for(opts, job.machine, job.selection),
+                              cuda_override=cuda,
                               sharded=bool(config.get("sharded_repodata", True)))
     return settings, envfile
 

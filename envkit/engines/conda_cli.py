@@ -36,9 +36,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from envkit import proc
-from envkit.engines.base import Built, CreateOptions, PlannedPackage, cuda_override_for
+from envkit.engines.base import Built, CreateOptions, PlannedPackage
 from envkit.errors import EngineError
-from envkit.models import Machine, Selection
 from envkit.prefix import condarc
 from envkit.prefix.records import conda_records
 from envkit.render import mirrors
@@ -238,14 +237,14 @@ class CondaCLIEngine:
     whole_file = True
     build_phase = "solve+install"
 
-    def __init__(self, opts: CreateOptions, envfile: EnvFile, selection: Selection | None, machine: Machine,
-                 prefix: Path, on_line: Callable[[str], None] | None = None) -> None:
+    def __init__(self, opts: CreateOptions, envfile: EnvFile, prefix: Path, cuda: str | None,
+                 on_line: Callable[[str], None] | None = None) -> None:
+        """`cuda`: the __cuda level to solve for (engines.base.cuda_override_for), None for the engine's own."""
         self.name = opts.engine
         self.prefix = prefix
         self.exe = find_engine(opts.engine)
         self.version = f"{opts.engine} {engine_version(self.exe)}"
         self.file_env, extra, self.notes = engine_channels(opts, envfile)
-        cuda = cuda_override_for(opts, machine, selection)
         if cuda is not None:
             extra["CONDA_OVERRIDE_CUDA"] = cuda
         self.env = proc.child_env(extra, isolate_python=True)
