@@ -8,6 +8,7 @@ process line, progress text or --json document can carry a credential out of env
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -36,6 +37,21 @@ def detect_json(result: DetectResult) -> dict[str, Any]:
 
 def dump_json(data: Any) -> str:
     return json.dumps(data, indent=2, sort_keys=False)
+
+
+# C0 controls except tab and newline, DEL, and the C1 controls (U+0080-U+009F: a lone 0x9b is CSI on many
+# terminals); also the bidi overrides that reorder what a user reads (Trojan Source, CVE-2021-42574)
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def sanitize(text: str) -> str:
+    """`text` safe to show on a terminal: every control character but newline and tab becomes a visible
+    escape (`\\x1b`, `\\u202e`), so a record, a node's output or a child's line can neither clear the
+    screen, hide text, retitle the window nor write the clipboard (OSC 52). Apply it to every value
+    that comes from a file, a record, a node or a child process; --json output needs no call (json.dumps
+    escapes controls itself).
+    """
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
 def esc(text: str) -> str:
@@ -114,7 +130,7 @@ def print_selection(sel: Selection, con: Console | None = None) -> None:
 def error(message: str, hint: str | None) -> None:
     from envkit.secrets import redact
 
-    message, hint = redact(message), redact(hint) if hint else hint
+    message, hint = sanitize(redact(message)), sanitize(redact(hint)) if hint else hint
     if "\n" in message.strip() or (hint and "\n" in hint.strip()):
         # the promise is one `error:` line and one `fix:` line; a multi-line engine text is condensed
         # (its root cause kept) and shown whole only with -v

@@ -1,0 +1,49 @@
+"""cli/output.sanitize: the one function every file-, record-, node- or child-supplied value passes
+through before it reaches a terminal (issue 20: doctor and fleet detect let raw escapes through)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from envkit.cli import output
+
+HOSTILE = [
+    ("\x1b]52;c;ZWNobyBQV04=\x07", "OSC 52 clipboard write"),
+    ("\x1b[2J\x1b[H", "clear screen"),
+    ("\x1b[8mhidden\x1b[0m", "hidden text"),
+    ("\x1b]0;title\x07", "window title"),
+    ("\x9b2J", "C1 CSI"),
+    ("\r", "carriage return overwrite"),
+    ("\x08\x08", "backspace"),
+    ("\u202eevil", "bidi override"),
+    ("\x00", "NUL"),
+    ("\x7f", "DEL"),
+]
+
+
+@pytest.mark.parametrize("payload,what", HOSTILE, ids=[w for _, w in HOSTILE])
+def test_sanitize_leaves_no_control_character(payload: str, what: str) -> None:
+    out = output.sanitize(f"env-{payload}-x")
+    assert not any((ord(c) < 0x20 and c not in "\t\n") or 0x7F <= ord(c) <= 0x9F or 0x202A <= ord(c) <= 0x202E
+                   for c in out), (what, out)
+    # the escape is shown, not silently dropped: the user sees that something was there
+    assert "\\" in out
+
+
+def test_sanitize_keeps_ordinary_text() -> None:
+    text = "pytorch 2.5.1 (cuda 12.4)\tok\nnext line — ünïcode 中文"
+    assert output.sanitize(text) == text
+
+
+def test_error_prints_sanitized(capsys: pytest.CaptureFixture[str]) -> None:
+    output.error("bad record \x1b]52;c;AAAA\x07 in env", "run envkit doctor \x1b[2J")
+    err = capsys.readouterr().err
+    assert "\x1b]52" not in err and "\x1b[2J" not in err
+    assert "\\x1b]52" in err
+
+
+def test_json_needs_no_sanitize() -> None:
+    assert "\x1b" not in output.dump_json({"name": "a\x1b[2Jb"})
+    assert json.loads(output.dump_json({"name": "a\x1b[2Jb"}))["name"] == "a\x1b[2Jb"
