@@ -25,11 +25,20 @@ def _root_prefix() -> str | None:
     return str(root) if root is not None else None
 
 
+def _write_code(code: str) -> None:
+    """The code as bytes (shell/quoting.encode): a path's undecodable bytes go back as they were."""
+    from envkit.shell.quoting import encode
+
+    sys.stdout.flush()
+    sys.stdout.buffer.write(encode(code))
+    sys.stdout.buffer.flush()
+
+
 def _notes(notes: tuple[str, ...]) -> None:
     from envkit.cli import output
 
-    for note in notes:
-        output.plain(f"envkit: note: {note}", err=True)
+    for note in notes:  # a note names paths and variables from the env's files: made visible
+        output.plain(output.sanitize(f"envkit: note: {note}"), err=True)
 
 
 def with_kernel(result: CreateResult, name: str, *, skip: bool) -> CreateResult:
@@ -67,7 +76,7 @@ def activate_cmd(name: str | None, prefix: str | None, shell: str | None, stack:
     code, notes = activate_code(path, os.environ, shell=shell or shell_of(os.environ), stack=stack,
                                 root_prefix=_root_prefix())
     _notes(notes)
-    sys.stdout.write(code)
+    _write_code(code)
 
 
 @click.command("deactivate")
@@ -79,7 +88,7 @@ def deactivate_cmd(shell: str | None) -> None:
 
     code, notes = deactivate_code(os.environ, shell=shell or shell_of(os.environ), root_prefix=_root_prefix())
     _notes(notes)
-    sys.stdout.write(code)
+    _write_code(code)
 
 
 @click.command("shell")
