@@ -25,15 +25,6 @@ def _root_prefix() -> str | None:
     return str(root) if root is not None else None
 
 
-def _write_code(code: str) -> None:
-    """The code as bytes (shell/quoting.encode): a path's undecodable bytes go back as they were."""
-    from envkit.shell.quoting import encode
-
-    sys.stdout.flush()
-    sys.stdout.buffer.write(encode(code))
-    sys.stdout.buffer.flush()
-
-
 def _notes(notes: tuple[str, ...]) -> None:
     from envkit.cli import output
 
@@ -76,7 +67,7 @@ def activate_cmd(name: str | None, prefix: str | None, shell: str | None, stack:
     code, notes = activate_code(path, os.environ, shell=shell or shell_of(os.environ), stack=stack,
                                 root_prefix=_root_prefix())
     _notes(notes)
-    _write_code(code)
+    sys.stdout.write(code)
 
 
 @click.command("deactivate")
@@ -88,7 +79,7 @@ def deactivate_cmd(shell: str | None) -> None:
 
     code, notes = deactivate_code(os.environ, shell=shell or shell_of(os.environ), root_prefix=_root_prefix())
     _notes(notes)
-    _write_code(code)
+    sys.stdout.write(code)
 
 
 @click.command("shell")

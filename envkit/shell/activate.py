@@ -340,6 +340,7 @@ def _render_posix(plan: Plan, shell: str) -> list[str]:
     lines += [f"unset {var_name(name)}" for name in plan.unset]
     if plan.prompt is not None:
         old, new = plan.prompt
+        old = "" if re.search("[\ud800-\udfff]", old) else old  # not envkit's (visible) text: nothing to strip
         # conda.sh: PS1 is only touched when it exists; the old marker is stripped, the new one put in front.
         # Both are literals escaped for the prompt of the shell running this (quoting.prompt_assignment);
         # the quoted "$_envkit_o" is a literal pattern (XCU 2.6.2), and an expansion's result is not expanded again

@@ -9,7 +9,7 @@ Two kinds of quoting, one function per shell for each:
   QUOTING alike; bash and zsh also get control characters as ANSI-C `$'\\xHH'` pieces (bash(1) QUOTING,
   zsh(1) "QUOTING") so the code printed to a terminal shows no raw escape sequence. fish(1) "Quotes":
   inside single quotes only `\\'` and `\\\\` are special; control characters go outside the quotes as
-  fish's `\\xHH` escapes. A NUL byte has no representation in any of them (a shell variable, like an
+  fish's `\\XHH` escapes. A NUL byte has no representation in any of them (a shell variable, like an
   environment variable, is a C string): `Unrepresentable`, and the caller leaves that value out.
 * a *prompt text*: a literal to put into PS1/PROMPT so that prompt expansion shows it as it is and
   runs nothing (`prompt_bash`, `prompt_zsh`, `prompt_sh`; fish's prompt is a function that prints
@@ -44,7 +44,7 @@ from envkit.errors import InputError
 SHELLS = ("bash", "zsh", "sh", "fish")
 NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # POSIX XBD 3.216 "Name" (shell variable names)
 
-_C0 = re.compile("[\x01-\x1f\x7f]")
+_C0 = re.compile("[\x01-\x1f\x7f\udc80-\udcff]")  # and an undecodable byte of a path (os.fsdecode)
 # words printed without quotes: no character any of the shells treats specially in a word (zsh's `=cmd`
 # expansion needs a leading `=`; fish's `%self` a leading `%`, hence none in fish's set)
 _PLAIN_SH = re.compile(r"[A-Za-z0-9_@%+:,./-][A-Za-z0-9_@%+=:,./-]*")
@@ -63,18 +63,29 @@ def _check(value: str, what: str) -> None:
     if "\0" in value:
         raise Unrepresentable(f"{what} contains a NUL byte, which no shell variable can hold",
                               "remove the NUL byte from where the value comes from")
+    if re.search("[\ud800-\udc7f\udd00-\udfff]", value):  # a surrogate os.fsdecode does not make
+        raise Unrepresentable(f"{what} holds a character that is not text", "rename it to valid UTF-8")
+
+
+def _byte(char: str) -> int:
+    """The byte a character stands for: itself (ASCII), or the byte os.fsdecode turned into U+DC80-U+DCFF."""
+    return ord(char) - 0xDC00 if ord(char) >= 0xDC80 else ord(char)
 
 
 def sh_quote(value: str, what: str = "a value") -> str:
-    """POSIX sh (dash, ash, ksh): one literal word. Single quotes hold every byte but NUL (XCU 2.2.2)."""
+    """POSIX sh (dash, ash, ksh): one literal word. Single quotes hold every byte but NUL (XCU 2.2.2); a byte
+    that is not UTF-8 has no escape dash knows (no $'...'), and the code is text: refused."""
     _check(value, what)
+    if re.search("[\udc80-\udcff]", value):
+        raise Unrepresentable(f"{what} has bytes that are not UTF-8, which envkit cannot write into sh code",
+                              "rename it to valid UTF-8, or use --shell bash, zsh or fish")
     if _PLAIN_SH.fullmatch(value):
         return value  # nothing special in any shell's syntax: printed as it is, easier to read
     return "'" + value.replace("'", "'\\''") + "'"
 
 
 def _ansi_c_quote(value: str, what: str) -> str:
-    """bash and zsh: single-quoted runs, each C0 control / DEL as its own `$'\\xHH'` piece."""
+    """bash and zsh: single-quoted runs, each C0 control, DEL or undecodable byte as its own `$'\\xHH'` piece."""
     _check(value, what)
     if not _C0.search(value):
         return sh_quote(value, what)
@@ -83,7 +94,7 @@ def _ansi_c_quote(value: str, what: str) -> str:
     for match in _C0.finditer(value):
         if match.start() > pos:
             out.append("'" + value[pos:match.start()].replace("'", "'\\''") + "'")
-        out.append(f"$'\\x{ord(match.group()):02x}'")
+        out.append(f"$'\\x{_byte(match.group()):02x}'")
         pos = match.end()
     if pos < len(value):
         out.append("'" + value[pos:].replace("'", "'\\''") + "'")
@@ -102,7 +113,8 @@ def zsh_quote(value: str, what: str = "a value") -> str:
 
 def fish_quote(value: str, what: str = "a value") -> str:
     """fish: one literal word. fish(1) "Quotes": in single quotes only \\' and \\\\ are special; a control
-    character goes outside them as `\\xHH` (fish "Escaping characters"), so none is raw in the code."""
+    character or an undecodable byte goes outside them as `\\XHH` (fish "Escaping characters": the byte HH),
+    so none is raw in the code."""
     _check(value, what)
     if _PLAIN_FISH.fullmatch(value):
         return value
@@ -111,7 +123,7 @@ def fish_quote(value: str, what: str = "a value") -> str:
     for match in _C0.finditer(value):
         if match.start() > pos:
             out.append(_fish_single(value[pos:match.start()]))
-        out.append(f"\\x{ord(match.group()):02x}")
+        out.append(f"\\X{_byte(match.group()):02x}")  # fish: \Xxx is that byte, \xxx an ASCII one
         pos = match.end()
     if pos < len(value) or not out:
         out.append(_fish_single(value[pos:]))
@@ -221,9 +233,3 @@ def prompt_assignment(names: Iterable[str], texts: Iterable[str], indent: str = 
     """POSIX code (parsed alike by bash, zsh, dash, ksh) that sets each variable of `names` to its text
     escaped for the prompt of the shell evaluating it; one plain assignment when no variant differs."""
     return _render_tree(PROMPT_TREE, tuple(var_name(n) for n in names), tuple(texts), indent)
-
-
-def encode(code: str) -> bytes:
-    """Shell code as bytes for stdout: a path's undecodable bytes (os.fsdecode's surrogates) go back as the
-    very bytes they were, inside their quotes, instead of failing to encode."""
-    return code.encode("utf-8", "surrogateescape")
