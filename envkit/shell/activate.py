@@ -40,14 +40,14 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from envkit.errors import EnvkitError, EnvNotFoundError, InputError, UsageError
 from envkit.prefix.locations import conda_envs_dirs, conda_root, find_prefix
 from envkit.prefix.records import read_state
 from envkit.safeio import load_json
-from envkit.shell.quoting import SHELLS, bash_quote, fish_quote, prompt_assignment, quote, var_name, visible
+from envkit.shell.quoting import SHELLS, Unrepresentable, bash_quote, fish_quote, prompt_assignment, quote, var_name, visible
 
 UNSET_MARK = "***unset***"  # conda/base/constants.py CONDA_ENV_VARS_UNSET_VAR
 RESERVED = ("PATH",)  # conda/base/constants.py RESERVED_ENV_VARS
@@ -384,13 +384,32 @@ def activate_code(prefix: str | Path, environ: Mapping[str, str], *, shell: str,
                   root_prefix: str | None = None) -> tuple[str, tuple[str, ...]]:
     """(shell code, notes) for `envkit activate`: reads the env's files, then plans and renders."""
     plan = plan_activate(read_env(prefix), environ, read_env, shell=shell, stack=stack, root_prefix=root_prefix)
+    plan = representable(plan, shell)
     return render(plan, shell), plan.notes
 
 
 def deactivate_code(environ: Mapping[str, str], *, shell: str,
                     root_prefix: str | None = None) -> tuple[str, tuple[str, ...]]:
-    plan = plan_deactivate(environ, read_env, shell=shell, root_prefix=root_prefix)
+    plan = representable(plan_deactivate(environ, read_env, shell=shell, root_prefix=root_prefix), shell)
     return render(plan, shell), plan.notes
+
+
+def representable(plan: Plan, shell: str) -> Plan:
+    """The plan less the variables `shell` cannot hold (an undecodable byte in sh code, a NUL), each named
+    in a note: one odd value never breaks the activation. PATH and the prefix itself stay: without them
+    there is no activation, and render's error says why."""
+    keep: list[tuple[str, str]] = []
+    notes = list(plan.notes)
+    for name, value in plan.export:
+        try:
+            quote(value, shell, f"the value of {name}")
+        except Unrepresentable as exc:
+            if name in ("CONDA_PREFIX", "CONDA_DEFAULT_ENV"):
+                raise
+            notes.append(f"{exc.message}; {name} was not set ({exc.hint})")
+            continue
+        keep.append((name, value))
+    return replace(plan, export=tuple(keep), notes=tuple(notes))
 
 
 def next_steps(prefix: Path) -> list[tuple[str, str]]:

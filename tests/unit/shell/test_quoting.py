@@ -225,3 +225,18 @@ def test_a_nul_in_conda_meta_state_is_left_out_with_a_note(tmp_path: Path) -> No
     assert any("BAD" in n and "NUL byte" in n and "not set" in n for n in info.notes)
     for shell in ("bash", "fish"):
         assert "GOOD" in render(plan_activate(info, {"PATH": "/usr/bin"}, read_env, shell=shell), shell)
+
+
+def test_a_value_sh_cannot_hold_is_left_out_with_a_note_not_an_error(tmp_path: Path) -> None:
+    """A lone surrogate in conda-meta/state (JSON "\\udce9") is no text dash can read: sh code leaves that one
+    variable out and says so; bash code writes it as the byte it stands for."""
+    from envkit.shell.activate import Plan, activate_code, representable
+
+    prefix = tmp_path / "envs" / "e"
+    (prefix / "conda-meta").mkdir(parents=True)
+    (prefix / "conda-meta" / "state").write_text('{"env_vars": {"ODD": "caf\\udce9", "GOOD": "ok"}}')
+    code, notes = activate_code(prefix, {"PATH": "/usr/bin"}, shell="sh")
+    assert "export GOOD=ok" in code and "ODD" not in code and f"export CONDA_PREFIX={prefix}" in code
+    assert any("ODD was not set" in n and "not UTF-8" in n for n in notes)
+    assert "export ODD='caf'$'\\xe9'" in activate_code(prefix, {"PATH": "/usr/bin"}, shell="bash")[0]
+    assert representable(Plan(export=(("BAD", "x\udce9"),)), "fish").export == (("BAD", "x\udce9"),)
