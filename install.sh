@@ -4,12 +4,19 @@
 #   inside an active virtualenv or conda env (not base)  -> pip install into that env
 #   else pipx, else uv, when installed                   -> pipx install / uv tool install
 #   else                                                 -> a private venv in ~/.local/share/envkit/venv
-#                                                           and a link ~/.local/bin/envkit
+#                                                           and a launcher ~/.local/bin/envkit
 #
 # It never overrides PEP 668 (no pip flag that breaks system packages): a system Python marked
 # EXTERNALLY-MANAGED (Debian 12, Ubuntu 24.04) is only used to create the private venv. A Python
 # older than 3.10 is refused before pip runs, with the ways out.
-# Options: --dry-run (say what would happen), --method=auto|env|pipx|uv|venv.
+# The launcher is a short sh script written by Python with shlex.quote: `exec '<venv>/bin/python' -I -c
+# '<run envkit.cli:main>' "$@"` (-I: neither the current folder nor PYTHON* variables reach envkit's
+# imports). pip's own script is not linked to: for a venv path with a space pip (distlib) writes a
+# /bin/sh trampoline with the python's path in double quotes, which runs any `$(...)` in $HOME on every
+# call and breaks on a `"`. A path printed for you to paste is single-quoted.
+# An `envkit` in the bin dir that install.sh did not write is never replaced: it stops with the fix.
+# Options: --dry-run (say what would happen), --method=auto|env|pipx|uv|venv, --force (replace an
+# envkit in the bin dir that install.sh did not write).
 # Environment: ENVKIT_PYTHON (the interpreter to use), ENVKIT_VENV, ENVKIT_BIN_DIR; pip's own PIP_*
 # variables pass through (offline: PIP_NO_INDEX=1 PIP_FIND_LINKS=/path/to/wheels). uv reads no PIP_*
 # variable, so PIP_NO_INDEX, PIP_FIND_LINKS, PIP_INDEX_URL and PIP_EXTRA_INDEX_URL are also handed to
@@ -21,18 +28,44 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 method=auto
 dry_run=0
+force=0
 for arg in "$@"; do
   case "$arg" in
     --dry-run) dry_run=1 ;;
+    --force) force=1 ;;
     --method=*) method=${arg#--method=} ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
-    *) echo "install.sh: unknown option $arg (use --dry-run, --method=auto|env|pipx|uv|venv)" >&2; exit 2 ;;
+    *) echo "install.sh: unknown option $arg (use --dry-run, --force, --method=auto|env|pipx|uv|venv)" >&2; exit 2 ;;
   esac
 done
 case "$method" in auto|env|pipx|uv|venv) ;; *) echo "install.sh: --method must be auto, env, pipx, uv or venv" >&2; exit 2 ;; esac
 
 say() { printf 'envkit install: %s\n' "$*"; }
 die() { printf 'envkit install: error: %s\n' "$*" >&2; exit 1; }
+# one single-quoted word for a line the user pastes into a shell (POSIX XCU 2.2.2: nothing inside single
+# quotes is special; a quote is written '\''): a path with $(...) or a quote in it is pasted as it is
+sq() { local s=${1//\'/\'\\\'\'}; printf "'%s'" "$s"; }
+LAUNCHER_MARK="# envkit launcher written by install.sh"
+# The launcher, written by the install's python (shlex.quote: no shell reads a path as code); atomic
+write_launcher() { # python, launcher path
+  "$1" - "$1" "$2" "$LAUNCHER_MARK" <<'PY'
+import os, shlex, sys
+python, dest, mark = sys.argv[1:4]
+main = 'import sys; sys.argv[0] = "envkit"; from envkit.cli import main; sys.exit(main())'  # [project.scripts]
+text = ("#!/bin/sh\n%s; ./install.sh rewrites it\nexec %s -I -c %s \"$@\"\n"
+        % (mark, shlex.quote(python), shlex.quote(main)))
+tmp = "%s.install-%d" % (dest, os.getpid())
+with open(tmp, "w", encoding="utf-8") as out:
+    out.write(text)
+os.chmod(tmp, 0o755)
+os.replace(tmp, dest)
+PY
+}
+# an envkit in the bin dir that install.sh made: its launcher, or the link older install.sh versions made
+ours() { # path, venv
+  if [ -L "$1" ]; then [ "$(readlink "$1")" = "$2/bin/envkit" ]; return; fi
+  [ -f "$1" ] && [ "$(sed -n 2p "$1" 2>/dev/null | cut -c1-${#LAUNCHER_MARK})" = "$LAUNCHER_MARK" ]
+}
 
 # "X.Y.Z" of an interpreter, or nothing when it does not run
 py_version() { "$1" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])' 2>/dev/null || true; }
@@ -102,16 +135,26 @@ managed=""
 if "$py" -c 'import sys, sysconfig, os; sys.exit(0 if os.path.isfile(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")) else 1)' 2>/dev/null; then
   managed=" (externally managed, PEP 668: left untouched)"
 fi
-bindir=${ENVKIT_BIN_DIR:-$HOME/.local/bin}
-venv=${ENVKIT_VENV:-${XDG_DATA_HOME:-$HOME/.local/share}/envkit/venv}
+if [ -z "${HOME:-}" ] && [ "$method" != env ]; then
+  die "HOME is not set, and the $method install goes under it (~/.local). Set it and run again: HOME=/home/$(id -un 2>/dev/null || echo you) ./install.sh (or install into an active env: $py -m venv DIR && . DIR/bin/activate && ./install.sh)"
+fi
+bindir=${ENVKIT_BIN_DIR:-${HOME:-}/.local/bin}
+venv=${ENVKIT_VENV:-${XDG_DATA_HOME:-${HOME:-}/.local/share}/envkit/venv}
 case "$method" in
   env) where="into the active env $target_env" ;;
   pipx) where="with pipx (its venv, link in \$PIPX_BIN_DIR or ~/.local/bin)" ;;
   uv) where="with uv tool install" ;;
-  venv) where="into a private venv $venv, linked from $bindir/envkit" ;;
+  venv) where="into a private venv $venv, with a launcher $bindir/envkit" ;;
 esac
 say "python $py ($version)$managed"
 say "installing envkit from $here $where"
+if [ "$method" = venv ] && { [ -e "$bindir/envkit" ] || [ -L "$bindir/envkit" ]; } && ! ours "$bindir/envkit" "$venv"; then
+  if [ "$force" = 1 ]; then
+    say "note: --force: replacing $bindir/envkit, which install.sh did not write"
+  else
+    die "$bindir/envkit exists and was not written by install.sh (it is $(ls -ld "$bindir/envkit" | cut -c1-200)); nothing was changed. Keep it and install elsewhere: ENVKIT_BIN_DIR=$(sq "$HOME/bin") ./install.sh; or remove it yourself (rm $(sq "$bindir/envkit")), or replace it: ./install.sh --force"
+  fi
+fi
 [ "$dry_run" = 0 ] || exit 0
 
 # 3. install (${a[@]+"${a[@]}"}: an empty array under set -u, bash < 4.4 too)
@@ -161,16 +204,15 @@ EOF
     "$venv/bin/python" -m pip install "${pip_flags[@]}" --upgrade "$here" \
       || die "pip install into $venv failed (see above); nothing outside $venv was changed"
     mkdir -p "$bindir"
-    if [ -e "$bindir/envkit" ] && [ ! -L "$bindir/envkit" ]; then
-      die "$bindir/envkit exists and was not made by install.sh; move it away or set ENVKIT_BIN_DIR"
-    fi
-    ln -sfn "$venv/bin/envkit" "$bindir/envkit"
+    write_launcher "$venv/bin/python" "$bindir/envkit" || die "cannot write $bindir/envkit (see above)"
     envkit_exe="$bindir/envkit"
     ;;
 esac
 
 [ -x "$envkit_exe" ] || die "the install finished but $envkit_exe is missing"
-say "installed: $("$envkit_exe" --version) at $envkit_exe"
+# it must run: a launcher a path broke would otherwise be reported as installed
+installed=$("$envkit_exe" --version) || die "$envkit_exe was installed but does not run (see above); rerun ./install.sh --method=venv with ENVKIT_VENV set to a plain path (letters, digits, . _ - /)"
+say "installed: $installed at $envkit_exe"
 exe_dir=$(dirname "$envkit_exe")
 case ":$PATH:" in
   *":$exe_dir:"*)
@@ -183,7 +225,7 @@ case ":$PATH:" in
   *)
     cat >&2 <<EOF
 envkit install: envkit is installed at $envkit_exe, but $exe_dir is not on your PATH. Add it, now and in ~/.bashrc (or ~/.zshrc):
-  export PATH="$exe_dir:\$PATH"
+  export PATH=$(sq "$exe_dir"):"\$PATH"
 EOF
     exit 3
     ;;

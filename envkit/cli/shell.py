@@ -28,8 +28,8 @@ def _root_prefix() -> str | None:
 def _notes(notes: tuple[str, ...]) -> None:
     from envkit.cli import output
 
-    for note in notes:
-        output.plain(f"envkit: note: {note}", err=True)
+    for note in notes:  # a note names paths and variables from the env's files: made visible
+        output.plain(output.sanitize(f"envkit: note: {note}"), err=True)
 
 
 def with_kernel(result: CreateResult, name: str, *, skip: bool) -> CreateResult:

@@ -27,23 +27,28 @@ Where envkit deliberately differs (each keeps the environment exactly reversible
 * `CONDA_SHLVL` goes back to unset (not `0`) at the bottom unless conda's shell hook is loaded
   (`CONDA_EXE` set: conda.sh exports `CONDA_SHLVL=0` itself).
 * conda's own `CONDA_EXE`/`_CE_M`/`_CE_CONDA`/`CONDA_PYTHON_EXE` are not touched (no conda needed).
+* The prompt shows the env's name, never a path: `(NAME) ` with NAME the folder name for an env outside an
+  `envs` folder too (conda shows the whole path), control characters spelled out (`\x1b`), and in PS1
+  escaped for the prompt expansion of the shell that evaluates the code (shell/quoting.py): conda
+  splices the raw text into PS1, so a path like `/tmp/a$(cmd)` runs cmd at every prompt.
+* Every value in the code goes through shell/quoting.py; a value no shell can hold (a NUL byte in
+  conda-meta/state) is left out with a note, and the rest of the activation still happens.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import shlex
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from envkit.errors import EnvkitError, EnvNotFoundError, InputError, UsageError
 from envkit.prefix.locations import conda_envs_dirs, conda_root, find_prefix
 from envkit.prefix.records import read_state
 from envkit.safeio import load_json
+from envkit.shell.quoting import SHELLS, Unrepresentable, bash_quote, fish_quote, prompt_assignment, quote, var_name, visible
 
-SHELLS = ("bash", "zsh", "sh", "fish")
 UNSET_MARK = "***unset***"  # conda/base/constants.py CONDA_ENV_VARS_UNSET_VAR
 RESERVED = ("PATH",)  # conda/base/constants.py RESERVED_ENV_VARS
 PROMPT_FORMAT = "({default_env}) "  # conda's default `env_prompt`
@@ -98,7 +103,11 @@ def read_env(prefix: str | Path) -> EnvInfo:
                 notes.append(f"{root}: the variable {name} is reserved and was ignored (as conda does)")
     for name in [n for n in merged if not _NAME_RE.match(n)]:
         merged.pop(name)
-        notes.append(f"{root}: {name!r} is not a valid variable name; ignored")
+        notes.append(f"{root}: {visible(name)[:80]!r} is not a valid variable name; ignored")
+    for name in [n for n, v in merged.items() if "\0" in v]:
+        merged.pop(name)  # a shell variable is a C string (quoting.Unrepresentable): left out, never cut short
+        notes.append(f"{root}: the value of {name} contains a NUL byte, which no shell variable can hold; "
+                     f"{name} was not set (fix it: conda env config vars set -p {visible(str(root))} {name}=...)")
     return EnvInfo(str(root), tuple(merged.items()), _scripts(root / "etc/conda/activate.d", False),
                    _scripts(root / "etc/conda/deactivate.d", True), tuple(notes))
 
@@ -150,6 +159,13 @@ def default_env(prefix: str, root_prefix: str | None = None) -> str:
         return "base"
     parent, name = os.path.split(clean)
     return name if os.path.basename(parent) == "envs" else clean
+
+
+def prompt_modifier(name: str) -> str:
+    """`(NAME) ` for the prompt: the env's name (a path's last part: never a whole path), made visible."""
+    if "/" in name:
+        name = os.path.basename(name.rstrip("/")) or "/"
+    return PROMPT_FORMAT.format(default_env=visible(name))
 
 
 def _shlvl(environ: Mapping[str, str]) -> int:
@@ -227,7 +243,7 @@ def plan_activate(target: EnvInfo, environ: Mapping[str, str], read: Reader, *, 
             elif var in environ:
                 unset.append(var)
     export.update(CONDA_PREFIX=prefix, CONDA_SHLVL=str(new_shlvl), CONDA_DEFAULT_ENV=name,
-                  CONDA_PROMPT_MODIFIER=PROMPT_FORMAT.format(default_env=name))
+                  CONDA_PROMPT_MODIFIER=prompt_modifier(name))
     for var, value in env_vars.items():
         if var in environ:  # conda: keep the machine's value to put back on deactivate
             export[f"__CONDA_SHLVL_{old_shlvl}_{var}"] = environ[var]
@@ -242,7 +258,7 @@ def plan_reactivate(target: EnvInfo, environ: Mapping[str, str], *, shell: str =
     """conda `build_reactivate`: the same env again: scripts re-run, PATH entry refreshed in place."""
     notes = list(target.notes)
     name = environ.get("CONDA_DEFAULT_ENV") or default_env(target.prefix, root_prefix)
-    modifier = PROMPT_FORMAT.format(default_env=name)
+    modifier = prompt_modifier(name)
     path = _replace_in_path(_path_list(environ), target.prefix, target.prefix)
     return Plan(_select_scripts(target.deactivate_scripts, shell, notes), path, (),
                 (("CONDA_SHLVL", str(_shlvl(environ))), ("CONDA_PROMPT_MODIFIER", modifier)),
@@ -288,7 +304,7 @@ def plan_deactivate(environ: Mapping[str, str], read: Reader, *, shell: str = "b
         else:
             path = _replace_in_path(entries, old_prefix, new_prefix)
         name = default_env(new_prefix, root_prefix)
-        modifier = PROMPT_FORMAT.format(default_env=name)
+        modifier = prompt_modifier(name)
         export.update(CONDA_PREFIX=new_prefix, CONDA_SHLVL=str(new_shlvl), CONDA_DEFAULT_ENV=name,
                       CONDA_PROMPT_MODIFIER=modifier)
         new_vars = below.settable_vars()
@@ -305,54 +321,56 @@ def plan_deactivate(environ: Mapping[str, str], read: Reader, *, shell: str = "b
                 (environ.get("CONDA_PROMPT_MODIFIER", ""), modifier), activate, tuple(notes))
 
 
-# -- rendering ------------------------------------------------------------------------------------------
-def _fish_quote(value: str) -> str:
-    """fish single quotes: only \\ and \' are special inside them."""
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
+# -- rendering: every value through shell/quoting.py --------------------------------------------------
 def render(plan: Plan, shell: str) -> str:
     """Shell code that makes the plan's changes in the shell that evaluates it."""
     if shell not in SHELLS:
-
-
         raise UsageError(f"unsupported shell {shell!r}", f"use --shell with one of {', '.join(SHELLS)}")
-    lines = _render_fish(plan) if shell == "fish" else _render_posix(plan)
+    lines = _render_fish(plan) if shell == "fish" else _render_posix(plan, shell)
     return "\n".join(lines) + "\n"
 
 
-def _render_posix(plan: Plan) -> list[str]:
-    q = shlex.quote
-    lines = [f". {q(script)}" for script in plan.deactivate_scripts]
+def _render_posix(plan: Plan, shell: str) -> list[str]:
+    def q(value: str, what: str = "a value") -> str:
+        return quote(value, shell, what)
+
+    lines = [f". {q(script, 'a deactivate.d script path')}" for script in plan.deactivate_scripts]
     if plan.path is not None:
-        lines.append(f"export PATH={q(':'.join(plan.path))}")
-    lines += [f"unset {name}" for name in plan.unset]
+        lines.append(f"export PATH={q(':'.join(plan.path), 'PATH')}")
+    lines += [f"unset {var_name(name)}" for name in plan.unset]
     if plan.prompt is not None:
         old, new = plan.prompt
-        strip = f"${{PS1#{q(old)}}}" if old else "${PS1}"
-        # conda.sh: PS1 is only touched when it exists; the old marker is stripped, the new one put in front
-        lines.append(f'if [ -n "${{PS1+x}}" ]; then PS1={q(new) if new else ""}{strip}; fi')
-    lines += [f"export {name}={q(value)}" for name, value in plan.export]
+        old = "" if re.search("[\ud800-\udfff]", old) else old  # not envkit's (visible) text: nothing to strip
+        # conda.sh: PS1 is only touched when it exists; the old marker is stripped, the new one put in front.
+        # Both are literals escaped for the prompt of the shell running this (quoting.prompt_assignment);
+        # the quoted "$_envkit_o" is a literal pattern (XCU 2.6.2), and an expansion's result is not expanded again
+        lines += ['if [ -n "${PS1+x}" ]; then',
+                  *prompt_assignment(("_envkit_p", "_envkit_o"), (new, old), "  "),
+                  '  PS1=$_envkit_p${PS1#"$_envkit_o"}',
+                  "  unset _envkit_p _envkit_o",
+                  "fi"]
+    lines += [f"export {var_name(name)}={q(value, name)}" for name, value in plan.export]
     if plan.path is not None:
         lines.append("hash -r 2>/dev/null || true")  # as conda.sh does: forget cached command locations
-    lines += [f". {q(script)}" for script in plan.activate_scripts]
+    lines += [f". {q(script, 'an activate.d script path')}" for script in plan.activate_scripts]
     return lines
 
 
 def _render_fish(plan: Plan) -> list[str]:
-    q = _fish_quote
-    lines = [f"source {q(script)}" for script in plan.deactivate_scripts]
+    q = fish_quote
+    lines = [f"source {q(script, 'a deactivate.d script path')}" for script in plan.deactivate_scripts]
     if plan.path is not None:
-        lines.append("set -gx PATH " + " ".join(q(p) for p in plan.path))
-    lines += [f"set -e {name}" for name in plan.unset]
-    lines += [f"set -gx {name} {q(value)}" for name, value in plan.export]
+        lines.append("set -gx PATH " + " ".join(q(p, "PATH") for p in plan.path))
+    lines += [f"set -e {var_name(name)}" for name in plan.unset]
+    lines += [f"set -gx {var_name(name)} {q(value, name)}" for name, value in plan.export]
     if plan.prompt is not None and plan.prompt[1]:
-        # conda.fish wraps fish_prompt to print $CONDA_PROMPT_MODIFIER; do the same once, unless conda's is loaded
+        # conda.fish wraps fish_prompt to print $CONDA_PROMPT_MODIFIER; do the same once, unless conda's is
+        # loaded. printf '%s' prints the variable's text as it is: fish's prompt expands nothing in it
         lines.append("if functions -q fish_prompt; and not functions -q __envkit_fish_prompt_orig; "
                      "and not functions -q __conda_add_prompt; functions -c fish_prompt __envkit_fish_prompt_orig; "
                      "function fish_prompt; printf '%s' \"$CONDA_PROMPT_MODIFIER\"; __envkit_fish_prompt_orig; end; "
                      "end")
-    lines += [f"source {q(script)}" for script in plan.activate_scripts]
+    lines += [f"source {q(script, 'an activate.d script path')}" for script in plan.activate_scripts]
     return lines
 
 
@@ -366,13 +384,32 @@ def activate_code(prefix: str | Path, environ: Mapping[str, str], *, shell: str,
                   root_prefix: str | None = None) -> tuple[str, tuple[str, ...]]:
     """(shell code, notes) for `envkit activate`: reads the env's files, then plans and renders."""
     plan = plan_activate(read_env(prefix), environ, read_env, shell=shell, stack=stack, root_prefix=root_prefix)
+    plan = representable(plan, shell)
     return render(plan, shell), plan.notes
 
 
 def deactivate_code(environ: Mapping[str, str], *, shell: str,
                     root_prefix: str | None = None) -> tuple[str, tuple[str, ...]]:
-    plan = plan_deactivate(environ, read_env, shell=shell, root_prefix=root_prefix)
+    plan = representable(plan_deactivate(environ, read_env, shell=shell, root_prefix=root_prefix), shell)
     return render(plan, shell), plan.notes
+
+
+def representable(plan: Plan, shell: str) -> Plan:
+    """The plan less the variables `shell` cannot hold (an undecodable byte in sh code, a NUL), each named
+    in a note: one odd value never breaks the activation. PATH and the prefix itself stay: without them
+    there is no activation, and render's error says why."""
+    keep: list[tuple[str, str]] = []
+    notes = list(plan.notes)
+    for name, value in plan.export:
+        try:
+            quote(value, shell, f"the value of {name}")
+        except Unrepresentable as exc:
+            if name in ("CONDA_PREFIX", "CONDA_DEFAULT_ENV"):
+                raise
+            notes.append(f"{exc.message}; {name} was not set ({exc.hint})")
+            continue
+        keep.append((name, value))
+    return replace(plan, export=tuple(keep), notes=tuple(notes))
 
 
 def next_steps(prefix: Path) -> list[tuple[str, str]]:
@@ -381,8 +418,8 @@ def next_steps(prefix: Path) -> list[tuple[str, str]]:
         ref = prefix.name if find_prefix(prefix.name, None) == prefix else str(prefix)
     except (EnvNotFoundError, UsageError):
         ref = str(prefix)
-    quoted = ref if re.match(r"^[A-Za-z0-9._/-]+$", ref) else "'" + ref.replace("'", "'\\''") + "'"
     fish = shell_of(os.environ) == "fish"
+    quoted = (fish_quote if fish else bash_quote)(ref, "the env's path")  # copied and run as printed
     activate = f"envkit activate {quoted} | source" if fish else f'eval "$(envkit activate {quoted})"'
     undo = "envkit deactivate | source" if fish else 'eval "$(envkit deactivate)"'
     steps = [(f"envkit shell {quoted}", "a shell inside the env; exit returns here"),

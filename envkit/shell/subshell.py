@@ -4,12 +4,18 @@ The shell first reads the user's own startup files (so their prompt, aliases and
 auto-activates base all apply), then evaluates `envkit activate` for the env, computed at that point
 from the shell's real environment: the result is what typing `conda activate NAME` would give.
 `exit` ends the child and returns to the shell the user came from, untouched.
+
+Every value in the startup files (this envkit's path, the env's path, the folder of the files, the
+user's $ENV) is one word made by shell/quoting.py for the shell that reads it; the prompt the child
+shows is the activation's, escaped there too. The startup files live in a folder whose path has no
+character any shell expands: POSIX sh expands $ENV before reading it (XCU 2.5.3 "ENV"; dash runs
+command substitutions in it too), so a TMPDIR with `$(...)` in it must not end up there.
 """
 
 from __future__ import annotations
 
 import os
-import shlex
+import re
 import shutil
 import sys
 import tempfile
@@ -19,7 +25,9 @@ from pathlib import Path
 
 from envkit import proc
 from envkit.errors import EnvkitError, UsageError
-from envkit.shell.activate import SHELLS, _fish_quote
+from envkit.shell.quoting import SHELLS, fish_quote, quote
+
+_PLAIN = re.compile(r"[A-Za-z0-9_./-]+")  # a path no shell expands or splits
 
 
 @dataclass(frozen=True)
@@ -68,7 +76,11 @@ def plan_launch(prefix: Path, environ: Mapping[str, str], workdir: Path, *, shel
         path, kind, notes = pick_shell(environ)
     cmd = command or envkit_command()
     activate = [*cmd, "activate", "--shell", kind, "--prefix", str(prefix)]
-    posix_eval = (f"_envkit_code=\"$({shlex.join(activate)})\" || "
+    if kind == "sh" and not _PLAIN.fullmatch(str(workdir)):
+        raise EnvkitError(f"the folder for the shell's startup file, {workdir!r}, has characters sh would expand",
+                          "set TMPDIR to a plain path (letters, digits, . _ - /), e.g. TMPDIR=/tmp")
+    words = " ".join(quote(a, kind, "the activate command") for a in activate)
+    posix_eval = (f"_envkit_code=\"$({words})\" || "
                   "{ echo 'envkit shell: activation failed (see above)' >&2; exit 1; }\n"
                   "eval \"$_envkit_code\"\nunset _envkit_code\n")
     rc = workdir / f"envkit-rc.{kind}"
@@ -82,28 +94,31 @@ def plan_launch(prefix: Path, environ: Mapping[str, str], workdir: Path, *, shel
         env["ZDOTDIR"] = str(workdir)
         env["_ENVKIT_ZDOTDIR"] = user_dot
         zshenv = ('ZDOTDIR="$_ENVKIT_ZDOTDIR"\n[ -f "$ZDOTDIR/.zshenv" ] && . "$ZDOTDIR/.zshenv"\n'
-                  f'_ENVKIT_ZDOTDIR="$ZDOTDIR"\nZDOTDIR={shlex.quote(str(workdir))}\n')
+                  f'_ENVKIT_ZDOTDIR="$ZDOTDIR"\nZDOTDIR={quote(str(workdir), "zsh")}\n')
         zshrc = ('ZDOTDIR="$_ENVKIT_ZDOTDIR"\nunset _ENVKIT_ZDOTDIR\n'
                  '[ -f "$ZDOTDIR/.zshrc" ] && . "$ZDOTDIR/.zshrc"\n' + posix_eval)
         return Launch((path, "-i"), env, ((str(workdir / ".zshenv"), zshenv), (str(workdir / ".zshrc"), zshrc)),
                       kind, notes)
     if kind == "fish":
         # --init-command runs after fish's own config files
-        text = (f"set -l _envkit_code ({' '.join(_fish_quote(a) for a in activate)} | string collect); "
+        # `set` keeps the substitution's status (a pipe into `string collect` would report string's own)
+        text = (f"set -l _envkit_code ({' '.join(fish_quote(a) for a in activate)}); "
                 "or begin; echo 'envkit shell: activation failed (see above)' >&2; exit 1; end\n"
                 "printf '%s\\n' $_envkit_code | source\n")
-        return Launch((path, "-i", "--init-command", f"source {_fish_quote(str(rc))}"), env, ((str(rc), text),),
+        return Launch((path, "-i", "--init-command", f"source {fish_quote(str(rc))}"), env, ((str(rc), text),),
                       kind, notes)
     # POSIX sh: an interactive sh reads the file named by $ENV
     old_env = environ.get("ENV")
-    text = (f'[ -f {shlex.quote(old_env)} ] && . {shlex.quote(old_env)}\n' if old_env else "") + posix_eval
+    text = (f'[ -f {quote(old_env, "sh")} ] && . {quote(old_env, "sh")}\n' if old_env else "") + posix_eval
     env["ENV"] = str(rc)
     return Launch((path, "-i"), env, ((str(rc), text),), kind, notes)
 
 
 def open_shell(prefix: Path, *, shell: str | None = None, notes_to: Callable[[str], None] | None = None) -> int:
     """Start the shell, wait for it, clean up its startup files; return its exit code."""
-    with tempfile.TemporaryDirectory(prefix="envkit-shell-") as tmp:
+    base = tempfile.gettempdir()
+    base = base if _PLAIN.fullmatch(base) or not os.path.isdir("/tmp") else "/tmp"
+    with tempfile.TemporaryDirectory(prefix="envkit-shell-", dir=base) as tmp:
         launch = plan_launch(prefix, os.environ, Path(tmp), shell=shell)
         for path, text in launch.files:
             Path(path).write_text(text, encoding="utf-8")

@@ -116,7 +116,7 @@ def _install_as_a_new_user(tmp_path: Path, wheels: Path, home: Path, user: tuple
     done = run(readme_install_command(), env, user=user)  # exactly as the README writes it
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"python {SYSTEM_PY} " in done.stdout and "externally managed" in done.stdout
-    assert (home / ".local/bin/envkit").is_symlink()
+    assert "# envkit launcher written by install.sh" in (home / ".local/bin/envkit").read_text()
     assert (home / ".local/share/envkit/venv/bin/envkit").exists()
     assert shutil.which("envkit", path=env["PATH"]) == str(home / ".local/bin/envkit")
     helped = run("envkit --help && envkit --version", env, timeout=60, user=user)
@@ -345,3 +345,109 @@ def test_options_and_a_missing_env(tmp_path: Path) -> None:
     assert run("./install.sh --bogus", env).returncode == 2
     forced = run("./install.sh --method=env", env)
     assert forced.returncode == 1 and "needs an active virtualenv or conda env" in forced.stderr
+
+
+# -- hostile HOMEs and an envkit that is not install.sh's (issue 20) -------------------------------------
+HOSTILE_HOME = "h o$(touch PWN)'q\"`touch PWN2`;x"
+
+
+def fake_venv(venv: Path, *, runs: bool = True) -> None:
+    """A venv install.sh finds made already: its python is this test's python, and `-m pip` does nothing
+    (the wheelhouse tests above run the real pip); with runs=False envkit cannot start (a broken launcher)."""
+    (venv / "bin").mkdir(parents=True)
+    broken = "" if runs else "if [ \"$1\" = -I ]; then echo 'broken python' >&2; exit 9; fi\n"
+    (venv / "bin" / "python").write_text('#!/bin/sh\nif [ "$1 $2" = "-m pip" ]; then exit 0; fi\n' + broken
+                                         + f'exec {shlex.quote(sys.executable)} "$@"\n')
+    (venv / "bin" / "python").chmod(0o755)
+
+
+def hostile_user(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    home = tmp_path / HOSTILE_HOME
+    home.mkdir()
+    fake_venv(home / ".local/share/envkit/venv")
+    env = {"HOME": str(home), "PATH": f"{home}/.local/bin:{SYSTEM_PATH}", "LANG": "C.UTF-8",
+           "ENVKIT_PYTHON": sys.executable}
+    return home, env
+
+
+def no_canary(*folders: Path) -> None:
+    assert [p for f in folders for p in f.glob("PWN*")] == []
+
+
+def test_a_hostile_home_gets_a_launcher_that_runs_nothing_from_it(tmp_path: Path) -> None:
+    home, env = hostile_user(tmp_path)
+    done = run("./install.sh --method=venv", env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    launcher = home / ".local/bin/envkit"
+    assert not launcher.is_symlink() and "# envkit launcher written by install.sh" in launcher.read_text()
+    assert reported_envkit(done.stdout.replace(str(home), "HOME")) == Path("HOME/.local/bin/envkit")
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    for _ in range(2):  # every call, not just the first
+        used = subprocess.run([str(launcher), "--help"], cwd=cwd, env=env, capture_output=True, text=True,
+                              timeout=60)
+        assert used.returncode == 0 and "Usage: envkit" in used.stdout, used.stderr
+    no_canary(tmp_path, home, cwd, REPO)
+    # installing again replaces its own launcher (and an older install.sh's link) without a word
+    launcher.unlink()
+    launcher.symlink_to(home / ".local/share/envkit/venv/bin/envkit")
+    again = run("./install.sh --method=venv", env)
+    assert again.returncode == 0, again.stderr
+    assert not launcher.is_symlink() and "# envkit launcher" in launcher.read_text()
+    # off PATH: the line printed to paste is quoted; pasted into bash it adds exactly that folder, runs nothing
+    env["PATH"] = SYSTEM_PATH
+    off = run("./install.sh --method=venv", env)
+    assert off.returncode == 3, off.stdout + off.stderr
+    line = next(x.strip() for x in off.stderr.splitlines() if x.strip().startswith("export PATH="))
+    pasted = subprocess.run(["bash", "-c", f'{line}\nprintf "%s" "$PATH"'], cwd=cwd, env=env, capture_output=True,
+                            text=True, timeout=30)
+    assert pasted.stdout == f"{home}/.local/bin:{SYSTEM_PATH}"
+    no_canary(tmp_path, home, cwd, REPO)
+
+
+def test_a_launcher_that_does_not_run_is_not_reported_installed(tmp_path: Path) -> None:
+    home, env = hostile_user(tmp_path)
+    venv = home / ".local/share/envkit/venv"
+    shutil.rmtree(venv)
+    fake_venv(venv, runs=False)
+    done = run("./install.sh --method=venv", env)
+    assert done.returncode == 1
+    assert "envkit install: installed:" not in done.stdout, done.stdout
+    assert "does not run" in done.stderr and "broken python" in done.stderr
+
+
+def test_an_envkit_install_sh_did_not_write_is_never_replaced(tmp_path: Path) -> None:
+    home, env = hostile_user(tmp_path)
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    env["ENVKIT_BIN_DIR"] = str(bindir)
+    mine = tmp_path / "my-envkit"
+    mine.write_text("#!/bin/sh\necho mine\n")
+    for kind in ("symlink", "file", "dangling symlink"):
+        target = bindir / "envkit"
+        if target.exists() or target.is_symlink():
+            target.unlink()
+        if kind == "file":
+            target.write_text("#!/bin/sh\necho my own envkit\n")
+        else:
+            target.symlink_to(mine if kind == "symlink" else tmp_path / "gone")
+        before = os.readlink(target) if target.is_symlink() else target.read_text()
+        done = run("./install.sh --method=venv", env)
+        assert done.returncode == 1, (kind, done.stdout + done.stderr)
+        assert "was not written by install.sh" in done.stderr and "nothing was changed" in done.stderr, kind
+        assert "--force" in done.stderr and "rm " in done.stderr and "ENVKIT_BIN_DIR=" in done.stderr
+        assert (os.readlink(target) if target.is_symlink() else target.read_text()) == before, kind
+        assert "installed:" not in done.stdout
+    forced = run("./install.sh --method=venv --force", env)
+    assert forced.returncode in (0, 3), forced.stdout + forced.stderr
+    assert "--force: replacing" in forced.stdout and "# envkit launcher" in (bindir / "envkit").read_text()
+    assert mine.read_text() == "#!/bin/sh\necho mine\n"  # a link is replaced, never what it points to
+    no_canary(tmp_path, home, REPO)
+
+
+def test_home_unset_is_a_clear_error(tmp_path: Path) -> None:
+    env = {"PATH": SYSTEM_PATH, "LANG": "C.UTF-8", "ENVKIT_PYTHON": sys.executable}
+    done = run("./install.sh --method=venv", env)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "unbound variable" not in done.stderr
+    assert "HOME is not set" in done.stderr and "HOME=/home/" in done.stderr

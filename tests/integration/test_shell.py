@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
+from typing import Any
 from pathlib import Path
 
 import pytest
@@ -199,3 +200,133 @@ def test_envkit_shell_for_an_env_conda_made(world: World) -> None:
     finally:
         child.close()
     assert child.exitstatus == 0
+
+
+# -- hostile names and paths (issue 20): in the real interactive shells, nothing in a path is ever run ----
+def hostile_prefix(root: Path) -> Path:
+    """The issue's `/tmp/a$(touch /tmp/PWN)` under `root`, then a folder name with the rest of the generator's
+    pieces (the unit tests, tests/unit/shell/test_quoting.py, run every piece alone against every shell)."""
+    name = (f"e n`touch {root}/PWN2`;touch PWN3;'\"%F{{red}}%!!\\u\\[{{a,b}}$HOME${{HOME}}$((1+1))-x"
+            "\u00e9\u2603\x01\x1b[31m\nz")
+    prefix = root / f"a$(touch {root}/PWN)" / name
+    (prefix / "conda-meta").mkdir(parents=True)
+    (prefix / "conda-meta" / "state").write_text(json.dumps({"env_vars": {"HOSTILE_VAR": prefix.name}}))
+    (prefix / "bin").mkdir()
+    return prefix
+
+
+def hostile_env(world: World, root: Path, shell: str, prefix: Path) -> dict[str, str]:
+    home = root / "home"
+    (home / ".local" / "share" / "fish" / "generated_completions").mkdir(parents=True, exist_ok=True)
+    return {**world.base, "HOME": str(home), "XDG_DATA_HOME": str(home / ".local/share"), "SHELL": shell,
+            "TERM": "dumb", "EXPECTED": str(prefix), "EXPECTED_NAME": prefix.name}
+
+
+def canaries(root: Path, cwd: Path) -> list[Path]:
+    return [p for p in [*root.glob("PWN*"), *cwd.glob("PWN*")] if p.exists()]
+
+
+def check_activated(child: Any, fish: bool) -> None:
+    """The env's bin first on PATH, CONDA_PREFIX and the env's variable exact (compared by the shell itself;
+    the quotes split the marker so the echoed command line cannot match)."""
+    if fish:
+        child.sendline('test "$CONDA_PREFIX" = "$EXPECTED"; and test "$PATH[1]" = "$EXPECTED/bin"; '
+                       'and test "$HOSTILE_VAR" = "$EXPECTED_NAME"; and echo ACTIVATED_""OK')
+    else:
+        child.sendline('[ "$CONDA_PREFIX" = "$EXPECTED" ] && [ "${PATH%%:*}" = "$EXPECTED/bin" ] && '
+                       '[ "$HOSTILE_VAR" = "$EXPECTED_NAME" ] && echo ACTIVATED_""OK')
+    child.expect_exact("ACTIVATED_OK")
+
+
+# (argv, lines typed first: the user's own prompt, and zsh's PROMPT_SUBST as oh-my-zsh sets it)
+INTERACTIVE = {
+    "bash": (["--norc", "--noprofile", "-i"], ["PS1='@P@ '"]),
+    "zsh": (["-f", "-i"], ["setopt PROMPT_SUBST", "PS1='@P@ '"]),
+    "dash": (["-i"], ["PS1='@P@ '"]),
+    "fish": (["--no-config", "-i"], ["function fish_prompt; printf '@P@ '; end"]),
+}
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "dash", "fish"])
+def test_eval_activate_of_a_hostile_path_in_an_interactive_shell(world: World, shell: str, tmp_path: Path) -> None:
+    """`eval "$(envkit activate --prefix '/tmp/a$(touch /tmp/PWN)...')"` typed in a real terminal: the prompt shows
+    the name as it is at every prompt after, and no canary appears."""
+    path = shutil.which(shell)
+    if not path:
+        pytest.skip(f"{shell} is not installed (apt-get install {shell}; .ci/apt-packages lists it)")
+    from envkit.shell.activate import prompt_modifier
+
+    prefix = hostile_prefix(tmp_path)
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    argv, setup = INTERACTIVE[shell]
+    child = pexpect.spawn(path, argv, env=hostile_env(world, tmp_path, path, prefix), cwd=str(cwd),
+                          encoding="utf-8", timeout=20, dimensions=(40, 400))
+    try:
+        for line in setup:
+            child.sendline(line)
+        child.sendline('envkit activate --prefix "$EXPECTED" | source' if shell == "fish"
+                       else 'eval "$(envkit activate --prefix "$EXPECTED")"')
+        shown = prompt_modifier(prefix.name) + "@P@ "
+        child.expect_exact(shown)
+        check_activated(child, shell == "fish")
+        child.expect_exact(shown)  # the prompt after: evaluated again, still only shown
+        child.sendline("envkit deactivate | source" if shell == "fish" else 'eval "$(envkit deactivate)"')
+        child.sendline("echo DEACTIVATED_\"\"${CONDA_PREFIX-none}" if shell != "fish"
+                       else "set -q CONDA_PREFIX; or echo DEACTIVATED_\"\"none")
+        child.expect_exact("DEACTIVATED_none")
+        child.sendline("exit")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert canaries(tmp_path, cwd) == []
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "sh", "fish"])
+def test_envkit_shell_of_a_hostile_path(world: World, shell: str, tmp_path: Path) -> None:
+    """`envkit shell --prefix HOSTILE` under bash, sh (dash), zsh with PROMPT_SUBST in ~/.zshrc, and fish."""
+    path = shutil.which(shell)
+    if not path:
+        pytest.skip(f"{shell} is not installed (apt-get install {shell}; .ci/apt-packages lists it)")
+    from envkit.shell.activate import prompt_modifier
+
+    prefix = hostile_prefix(tmp_path)
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    env = hostile_env(world, tmp_path, path, prefix)
+    home = Path(env["HOME"])
+    (home / ".zshrc").write_text("setopt PROMPT_SUBST\nPS1='@P@ '\n")
+    (home / ".bashrc").write_text("PS1='@P@ '\n")
+    (home / ".shrc").write_text("PS1='@P@ '\n")
+    env["ENV"] = str(home / ".shrc")
+    (home / ".config" / "fish").mkdir(parents=True)
+    (home / ".config" / "fish" / "config.fish").write_text("function fish_prompt; printf '@P@ '; end\n")
+    child = pexpect.spawn(str(ENVKIT), ["shell", "--prefix", str(prefix)], env=env, cwd=str(cwd), encoding="utf-8",
+                          timeout=20, dimensions=(40, 400))
+    try:
+        shown = prompt_modifier(prefix.name) + "@P@ "
+        child.expect_exact(shown)
+        check_activated(child, shell == "fish")
+        child.expect_exact(shown)
+        child.sendline("exit 4")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 4
+    assert canaries(tmp_path, cwd) == []
+
+
+def test_a_nul_byte_in_conda_meta_state_does_not_break_fish_activation(world: World, tmp_path: Path) -> None:
+    """The issue's finding: fish aborted on the NUL. Now that one variable is left out with a warning."""
+    if not shutil.which("fish"):
+        pytest.skip("fish is not installed (apt-get install fish)")
+    prefix = tmp_path / "envs" / "nul"
+    (prefix / "conda-meta").mkdir(parents=True)
+    (prefix / "conda-meta" / "state").write_text('{"env_vars": {"BAD": "a\\u0000b", "GOOD": "kept"}}')
+    script = (f"envkit activate --prefix '{prefix}' | source; "
+              'echo "P=$CONDA_PREFIX G=$GOOD B=" (set -q BAD; and echo set; or echo unset)')
+    done = subprocess.run(["fish", "--no-config", "-c", script], env={**world.base, "SHELL": "/usr/bin/fish"},
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"P={prefix} G=kept B= unset"
+    assert "BAD contains a NUL byte" in done.stderr and "was not set" in done.stderr

@@ -120,7 +120,7 @@ def test_rendering_quotes_every_value() -> None:
     tricky = EnvInfo("/x/envs/q", (("Q", "it's $HOME `x` \\ \"y\""),))
     plan = plan_activate(tricky, BASE, read)
     posix = render(plan, "bash")
-    assert "export Q='it'\"'\"'s $HOME `x` \\ \"y\"'" in posix
+    assert "export Q='it'\\''s $HOME `x` \\ \"y\"'" in posix
     fish = render(plan, "fish")
     assert "set -gx Q 'it\\'s $HOME `x` \\\\ \"y\"'" in fish
     with pytest.raises(Exception, match="unsupported shell"):
