@@ -329,7 +329,7 @@ def _manifest_entry(root: Path, index: int, item: Any) -> BundleFile:
         raise BundleError(f"{MANIFEST}: files[{index}] has no path", _COPY_HINT)
     where = f"{MANIFEST}: {rel[:120]}"
     confined(root, rel, what=f"{MANIFEST} path", must_exist=False, hint=_COPY_HINT)
-    sha = digest(item.get("sha256"), "sha256", where)
+    sha = digest(item.get("sha256"), "sha256", where, zeros=False)
     size = number(item.get("size"), "size", where)
     if sha is None or size is None:
         raise BundleError(f"{where} has no {'sha256' if sha is None else 'size'}; every file of a bundle is listed "

@@ -230,9 +230,11 @@ def number(value: Any, what: str, where: str) -> int | None:
     return value
 
 
-def digest(value: Any, what: str, where: str, length: int = 64) -> str | None:
+def digest(value: Any, what: str, where: str, length: int = 64, *, zeros: bool = True) -> str | None:
     """A sha256 (64) or md5 (32) hex digest: None when absent. An unquoted digest YAML read as a number
-    (all zeros -> 0), a wrong length or an all-zero placeholder is refused, never read as "no hash"."""
+    (all zeros -> 0) or a wrong length is refused, never read as "no hash"; with zeros=False (a bundle's
+    manifest) so is an all-zero placeholder. In a lock an all-zero digest is kept: it matches no file, so
+    the install refuses the file it names (rattler's and pip's hash checks), naming it."""
     if value is None or value == "":
         return None
     if not isinstance(value, str):
@@ -241,7 +243,7 @@ def digest(value: Any, what: str, where: str, length: int = 64) -> str | None:
     text = value.strip().lower()
     if not re.fullmatch(f"[0-9a-f]{{{length}}}", text):
         raise LockError(f"{where}: {what} {text[:70]!r} is not {length} hex digits", "regenerate the file")
-    if set(text) == {"0"}:
+    if not zeros and set(text) == {"0"}:
         raise LockError(f"{where}: {what} is all zeros, a placeholder that checks nothing",
                         "regenerate the file with real hashes (envkit lock / envkit export --format lock)")
     return text
