@@ -174,6 +174,12 @@ def _edit_manifest(bundle: Path, edit: object) -> None:
     (bundle / "bundle.json").write_text(json.dumps(data))
 
 
+def _symlink_out(bundle: Path, target: object) -> None:
+    archive = bundle / "conda" / PKGS[1]
+    archive.unlink()
+    archive.symlink_to(target)  # type: ignore[arg-type]
+
+
 def test_a_bundle_installs_only_what_its_manifest_lists(capsys: pytest.CaptureFixture[str], small_bundle: Path,
                                                         isolated: Path, tmp_path: Path) -> None:
     torch = "conda/" + PKGS[1]
@@ -212,6 +218,7 @@ def test_a_bundle_installs_only_what_its_manifest_lists(capsys: pytest.CaptureFi
         (_edit_manifest, manifest_entry("size", float("inf")), "size is 'inf', not a whole number"),
         (_edit_manifest, manifest_entry("path", "../outside/" + outside.name), "climbs out of"),
         (_edit_manifest, manifest_entry("path", str(outside)), "only a path relative to"),
+        (_symlink_out, outside, "a symlink leads it out of"),  # the same bytes, but read from outside
     ]
     for number, (where, edit, said) in enumerate(cases):
         broken = tmp_path / f"broken{number}"
