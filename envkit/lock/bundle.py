@@ -13,6 +13,12 @@ Layout (everything relative, so the folder can be copied, rsynced or served from
 Checksums: conda archives are checked against the lock's sha256 when they are fetched, and every file
 against the manifest before anything is installed; rattler does not verify file:// archives itself
 (rattler-notes.md §4), so this check is what stands between a corrupt copy and a broken env.
+
+Trust (issue 20): every path read from the manifest or a lock goes through fsutil.confined (relative,
+no `..`, no symlink out, regular files only); every number is whole and non-negative; every listed file
+has a real sha256. `create --bundle` installs only what bundle.json lists, matched entry for entry with
+envkit.lock, from a private copy hashed while it was copied (private_copy), so nothing can be swapped
+in between check and install. URLs are written without credentials (lock.file.clean_url).
 """
 
 from __future__ import annotations
