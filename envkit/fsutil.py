@@ -21,9 +21,9 @@ import re
 import stat
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from envkit.errors import EnvkitError
 
@@ -323,3 +323,143 @@ def remove_registered() -> None:
 
     while _REMOVE_AT_EXIT:
         shutil.rmtree(_REMOVE_AT_EXIT.pop(), ignore_errors=True)
+
+
+# -- paths read from files, and copies that keep secrets secret -------------------------------------
+class PathError(EnvkitError):
+    """A path read from a file (a manifest, a lock, a kernel resource, a staged tar) leaves its root or
+    names something other than a regular file."""
+
+
+def confined(root: Path, relative: str, *, what: str = "path", hint: str = "", must_exist: bool = True,
+             regular: bool = True) -> Path:
+    """`relative` (a path read from a file) resolved inside `root`: the one check every such path passes.
+
+    Refused: an empty or absolute path, a NUL byte, a `..` component, a path whose symlinks (any of its
+    components, the last included) lead out of `root`, and, with `must_exist`, a missing path or (with
+    `regular`) anything but a regular file (a FIFO would block a reader, /dev/zero never ends, a
+    directory is not an archive). Returns the resolved path (a missing one resolved as far as it exists).
+    """
+    text = str(relative)
+    hint = hint or "the file that named it is damaged or hostile: get it again from its source"
+    pure = PurePosixPath(text)
+    if not text or "\x00" in text or pure.is_absolute() or text.startswith("~"):
+        raise PathError(f"refusing the {what} {text!r}: only a path relative to {root} is allowed", hint)
+    if any(part == ".." for part in pure.parts) or "\\" in text:
+        raise PathError(f"refusing the {what} {text!r}: it climbs out of {root} (..)", hint)
+    base = Path(os.path.realpath(root))
+    real = Path(os.path.realpath(base.joinpath(*pure.parts)))
+    if real != base and base not in real.parents:
+        raise PathError(f"refusing the {what} {text!r}: a symlink leads it out of {root} (to {real})", hint)
+    if not must_exist:
+        return real
+    try:
+        info = os.stat(real)
+    except OSError as exc:
+        raise PathError(f"the {what} {text!r} is missing from {root} ({exc.strerror or exc})", hint) from exc
+    if regular and not stat.S_ISREG(info.st_mode):
+        raise PathError(f"refusing the {what} {text!r} in {root}: it is {_kind_of(info.st_mode)}, "
+                        "not a regular file", hint)
+    return real
+
+
+def _kind_of(mode: int) -> str:
+    kinds = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device",
+             stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket", stat.S_IFLNK: "a symlink"}
+    return kinds.get(stat.S_IFMT(mode), "not a regular file")
+
+
+def readable_by(info: os.stat_result, uid: int, gids: Iterable[int]) -> bool:
+    """Whether `uid` (in groups `gids`) may read a file with this owner and mode: the owner class if it
+    owns it, else the group class if in its group, else other (POSIX.1-2017 XBD 4.5 "File Access
+    Permissions"; root reads anything)."""
+    if uid == 0:
+        return True
+    mode = stat.S_IMODE(info.st_mode)
+    if info.st_uid == uid:
+        return bool(mode & stat.S_IRUSR)
+    if info.st_gid in set(gids):
+        return bool(mode & stat.S_IRGRP)
+    return bool(mode & stat.S_IROTH)
+
+
+def invoking_user() -> tuple[int, tuple[int, ...]]:
+    """The real uid and groups of whoever ran envkit (sudo's SUDO_UID/SUDO_GID when root runs on their
+    behalf: a file they could not read must not become readable through a root envkit)."""
+    uid, gids = os.getuid(), (os.getgid(), *os.getgroups())
+    if uid == 0 and os.environ.get("SUDO_UID", "").isdigit():
+        uid = int(os.environ["SUDO_UID"])
+        gids = tuple(int(g) for g in (os.environ.get("SUDO_GID", ""),) if g.isdigit())
+    return uid, gids
+
+
+def copy_regular(source: Path, dest: Path, *, limit: int, what: str = "file", hint: str = "",
+                 user: tuple[int, Iterable[int]] | None = None) -> str:
+    """Copy one regular file to a new `dest` and return the sha256 of the bytes written (hashed while they
+    are copied, so what was checked is what was written: no window in which the source can be swapped).
+
+    The source is opened without following a symlink and without blocking (O_NOFOLLOW | O_NONBLOCK: a FIFO
+    neither hangs nor is read), must be a regular file of at most `limit` bytes that the invoking user
+    may read (readable_by); the copy is created exclusively (O_EXCL: never through an existing name)
+    with the source's permission bits less the umask: never wider than the source.
+    """
+    import hashlib
+
+    hint = hint or "give envkit a regular file it may read"
+    try:
+        fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    except OSError as exc:
+        why = "it is a symlink" if exc.errno == errno.ELOOP else (exc.strerror or str(exc))
+        raise PathError(f"refusing to copy the {what} {source}: {why}", hint) from exc
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise PathError(f"refusing to copy the {what} {source}: it is {_kind_of(info.st_mode)}, "
+                            "not a regular file", hint)
+        uid, gids = user if user is not None else invoking_user()
+        if not readable_by(info, uid, gids):
+            raise PathError(f"refusing to copy the {what} {source}: its mode {stat.S_IMODE(info.st_mode):04o} "
+                            f"(owner uid {info.st_uid}) does not let uid {uid} read it; a copy would hand "
+                            "it to whoever reads the destination", hint)
+        if info.st_size > limit:
+            raise PathError(f"refusing to copy the {what} {source}: {info.st_size} bytes, more than the "
+                            f"{limit} allowed", hint)
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+        mode = stat.S_IMODE(info.st_mode) & 0o777 & ~_umask()
+        try:
+            out = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+        except OSError as exc:
+            raise PathError(f"cannot copy the {what} to {dest}: {exc.strerror or exc}",
+                            "check the destination folder") from exc
+        digest = hashlib.sha256()
+        copied = 0
+        try:
+            os.fchmod(out, mode)
+            while True:
+                block = os.read(fd, 1 << 20)
+                if not block:
+                    break
+                copied += len(block)
+                if copied > limit:
+                    raise PathError(f"refusing to copy the {what} {source}: it grew past {limit} bytes while "
+                                    "being copied", hint)
+                digest.update(block)
+                view = memoryview(block)
+                while view:
+                    view = view[os.write(out, view):]
+        except BaseException:
+            os.close(out)
+            os.unlink(dest)
+            raise
+        os.close(out)
+        return digest.hexdigest()
+    except OSError as exc:
+        raise PathError(f"cannot copy the {what} {source}: {exc.strerror or exc}", hint) from exc
+    finally:
+        os.close(fd)
+
+
+def _umask() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask

@@ -31,7 +31,7 @@ from envkit.engines.base import Built, PlannedPackage
 from envkit.engines.cache_sweep import sweep_rattler_temps
 from envkit.engines.errtext import condensed
 from envkit.errors import EngineError, InputError, os_error_hint
-from envkit.fsutil import sha256_of
+from envkit.fsutil import confined, sha256_of
 from envkit.lock.file import Lock, LockedConda, render_lock
 from envkit.prefix.condarc import drop_cache_tag
 from envkit.prefix.records import record_paths
@@ -456,6 +456,10 @@ class RattlerEngine:
             if not url.startswith("file://") or not record.sha256:
                 continue
             path = Path(unquote(urlsplit(url).path))
+            # inside its channel folder and a regular file, before anything opens it (a FIFO would block,
+            # /dev/zero never end; fsutil.confined)
+            path = confined(path.parent.parent, f"{path.parent.name}/{path.name}", what="local archive",
+                            hint="a lock or channel names archives inside their channel folder")
             try:
                 digest = sha256_of(path)
             except OSError as exc:

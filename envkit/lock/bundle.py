@@ -13,6 +13,12 @@ Layout (everything relative, so the folder can be copied, rsynced or served from
 Checksums: conda archives are checked against the lock's sha256 when they are fetched, and every file
 against the manifest before anything is installed; rattler does not verify file:// archives itself
 (rattler-notes.md §4), so this check is what stands between a corrupt copy and a broken env.
+
+Trust (issue 20): every path read from the manifest or a lock goes through fsutil.confined (relative,
+no `..`, no symlink out, regular files only); every number is whole and non-negative; every listed file
+has a real sha256. `create --bundle` installs only what bundle.json lists, matched entry for entry with
+envkit.lock, from a private copy hashed while it was copied (private_copy), so nothing can be swapped
+in between check and install. URLs are written without credentials (lock.file.clean_url).
 """
 
 from __future__ import annotations
@@ -34,9 +40,9 @@ from envkit.create import CreateOptions, CreateResult, create_env
 from envkit.engines.pip import pip_index_env
 from envkit.errors import EnvkitError, UsageError
 from envkit.export import export_env
-from envkit.fsutil import sha256_of
-from envkit.lock.file import (Lock, LockedConda, LockedPlatform, LockedPypi, current_platform, file_path, parse_lock,
-                              read_lock, write_lock)
+from envkit.fsutil import PathError, confined, copy_regular, remove_at_exit, sha256_of
+from envkit.lock.file import (Lock, LockedConda, LockedPlatform, LockedPypi, LockError, clean_url, current_platform,
+                              digest, file_path, number, parse_lock, read_lock, write_lock)
 from envkit.render import mirrors
 from envkit.render.mirrors import Mirror
 from envkit.secrets import VAULT, redact
@@ -48,6 +54,8 @@ MANIFEST = "bundle.json"
 LOCAL_LOCK = "envkit.lock"
 SOURCE_LOCK = "source.lock"
 FORMAT = 1
+ARCHIVE_LIMIT = 64 << 30  # one archive or wheel: far above the largest CUDA builds (~3 GB), far below a full disk
+_KINDS = ("conda", "wheel")
 _WHEEL = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)(-\d[^-]*)?-[^-]+-[^-]+-[^-]+\.whl$")
 
 
@@ -95,17 +103,21 @@ class Bundle:
 
 # -- writing ------------------------------------------------------------------------------------
 def _fetch_conda(items: Sequence[tuple[str, Path]], channels: Sequence[str], mirror: Mirror | None) -> None:
-    """Download (or copy) archives; http(s) through rattler's client, so mirrors and credentials apply."""
+    """Download (or copy) archives; http(s) through rattler's client, so mirrors and credentials apply.
+
+    A local (file://) archive is copied only from inside its channel folder (<channel>/<subdir>/<file>:
+    a symlink leading out of it is refused), only as a regular file the invoking user may read, and
+    never with wider permissions than it has (fsutil.copy_regular): a lock cannot smuggle /etc/shadow,
+    /dev/zero or a FIFO into a bundle."""
     remote = []
     for url, dest in items:
         dest.parent.mkdir(parents=True, exist_ok=True)
         if url.startswith("file://"):
             source = file_path(url)
             assert source is not None
-            try:
-                shutil.copyfile(source, dest)
-            except OSError as exc:
-                raise BundleError(f"cannot copy {source}: {exc.strerror or exc}", "check the local channel") from exc
+            real = confined(source.parent.parent, f"{source.parent.name}/{source.name}", what="local archive",
+                            hint="a lock names archives inside their channel folder; check the lock's file:// URLs")
+            copy_regular(real, dest, limit=ARCHIVE_LIMIT, what="local archive", hint="check the local channel")
         else:
             remote.append((url, dest))
     if not remote:
@@ -150,7 +162,7 @@ def write_bundle(out: Path, lock: Lock, *, name: str, selection: dict[str, Any] 
                  on_step: Callable[[str], None] | None = None) -> Bundle:
     """A Lock (envkit.lock.file) -> a bundle folder; written beside `out` and renamed into place."""
     start = time.perf_counter()
-    if out.exists() and any(out.iterdir()):
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise BundleError(f"{out} exists and is not empty; envkit will not write into it",
                           "choose another -o folder (or remove it first)")
     platform = current_platform() if current_platform() in lock.names() else lock.names()[0]
@@ -161,18 +173,21 @@ def write_bundle(out: Path, lock: Lock, *, name: str, selection: dict[str, Any] 
     try:
         step = on_step or (lambda _text: None)
         step(f"fetching {len(entry.conda)} conda archives")
-        items = [(c.url, staging / "conda" / c.platform_subdir / c.filename) for c in entry.conda]
+        # every destination is confined to the staging folder: a lock's subdir or file name is never a path
+        items = [(c.url, confined(staging, f"conda/{c.platform_subdir}/{c.filename}", what="archive path",
+                                  must_exist=False, hint="the lock is damaged or hostile: lock again"))
+                 for c in entry.conda]
         _fetch_conda(items, lock.channels, mirror)
         files: list[BundleFile] = []
         local_conda: list[LockedConda] = []
         for pkg, (_url, dest) in zip(entry.conda, items):
-            digest = sha256_of(dest)
-            if pkg.sha256 and digest != pkg.sha256:
-                raise BundleError(f"{pkg.filename} from {pkg.url}: sha256 {digest[:16]}... differs from the lock's "
+            found = sha256_of(dest)
+            if pkg.sha256 and found != pkg.sha256:
+                raise BundleError(f"{pkg.filename} from {pkg.url}: sha256 {found[:16]}... differs from the lock's "
                                   f"{pkg.sha256[:16]}...", "the channel republished it: lock again, then bundle")
             rel = dest.relative_to(staging).as_posix()
-            files.append(BundleFile(rel, digest, dest.stat().st_size, pkg.url, "conda"))
-            local_conda.append(replace(pkg, url=rel, sha256=digest, channel=pkg.channel_url,
+            files.append(BundleFile(rel, found, dest.stat().st_size, clean_url(pkg.url), "conda"))
+            local_conda.append(replace(pkg, url=rel, sha256=found, channel=clean_url(pkg.channel_url),
                                        subdir=pkg.platform_subdir))
         pypi: list[LockedPypi] = []
         lines = [f"--index-url {lock.indexes[0]}"] + [f"--extra-index-url {i}" for i in lock.indexes[1:]] \
@@ -186,9 +201,9 @@ def write_bundle(out: Path, lock: Lock, *, name: str, selection: dict[str, Any] 
                 if not match:
                     continue
                 rel = wheel.relative_to(staging).as_posix()
-                digest = sha256_of(wheel)
-                files.append(BundleFile(rel, digest, wheel.stat().st_size, wheel.name, "wheel"))
-                pypi.append(LockedPypi(match.group("name").replace("_", "-"), match.group("version"), rel, digest))
+                found = sha256_of(wheel)
+                files.append(BundleFile(rel, found, wheel.stat().st_size, wheel.name, "wheel"))
+                pypi.append(LockedPypi(match.group("name").replace("_", "-"), match.group("version"), rel, found))
         local = Lock(channels=lock.channels, platforms=(LockedPlatform(platform, tuple(local_conda), tuple(pypi)),),
                      variables=lock.variables)
         write_lock(local, staging / LOCAL_LOCK, version=7)
@@ -262,8 +277,15 @@ def _python_of(lock: Lock) -> str | None:
 
 
 # -- reading ------------------------------------------------------------------------------------
+_COPY_HINT = "copy the whole bundle folder again, or rebuild it (envkit bundle NAME -o DIR)"
+
+
 def load_bundle(root: Path, *, check: bool = True) -> Bundle:
-    """Read the manifest and (by default) check every file's size and sha256; name the first bad one."""
+    """Read the manifest and (by default) check every file's size and sha256; name the first bad one.
+
+    Every entry is validated as it is read: its path relative and inside the bundle (fsutil.confined),
+    its sha256 64 hex digits and not all zeros (a bundle without a hash for a file is no bundle), its
+    size a whole non-negative number, its kind conda or wheel, its URL without credentials."""
     path = root / MANIFEST
     from envkit.errors import InputError
     from envkit.safeio import load_json
@@ -272,41 +294,162 @@ def load_bundle(root: Path, *, check: bool = True) -> Bundle:
         if not path.exists() and not path.is_symlink():
             raise FileNotFoundError(path)
         data = load_json(path, "bundle manifest")  # bounded: a FIFO, device or huge manifest is named, not read
-        files = tuple(BundleFile(str(f["path"]), str(f["sha256"]), int(f["size"]), str(f.get("url") or ""),
-                                 str(f.get("kind") or "conda")) for f in data["files"])
+        if not isinstance(data, dict) or not isinstance(data.get("files"), list):
+            raise ValueError("no list of files")
+        files = tuple(_manifest_entry(root, i, f) for i, f in enumerate(data["files"]))
+        for key in ("conda_packages", "wheels", "bytes"):
+            number(data.get(key), key, f"{path}")
     except FileNotFoundError as exc:
         if not root.exists():
             raise BundleError(f"the bundle folder {root} does not exist",
                               "give the folder `envkit bundle ... -o DIR` wrote (copied to this machine)") from exc
         raise BundleError(f"{root} is not an envkit bundle (no {MANIFEST})",
                           "make one on a machine with network: envkit bundle NAME -o DIR") from exc
-    except InputError:
+    except (InputError, BundleError, PathError):
         raise
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except LockError as exc:
+        raise BundleError(exc.message, _COPY_HINT) from None
+    except (OSError, ValueError, KeyError, TypeError, OverflowError) as exc:
         raise BundleError(f"{path} is unreadable or malformed: {exc}", "copy the bundle again") from exc
     if data.get("format") != FORMAT:
-        raise BundleError(f"{root} is bundle format {data.get('format')}; this envkit reads format {FORMAT}",
+        raise BundleError(f"{root} is bundle format {str(data.get('format'))[:20]}; this envkit reads format {FORMAT}",
                           "make the bundle with the same envkit version")
+    seen: set[str] = set()
+    for item in files:
+        if item.path in seen:
+            raise BundleError(f"{MANIFEST} lists {item.path} twice", _COPY_HINT)
+        seen.add(item.path)
+    selection = data.get("selection")
     bundle = Bundle(root, str(data.get("name") or root.name), str(data.get("platform") or ""), files,
-                    data.get("selection"), str(data.get("created") or ""))
+                    selection if isinstance(selection, dict) else None, str(data.get("created") or ""))
     if check:
         check_files(bundle)
     return bundle
 
 
+def _manifest_entry(root: Path, index: int, item: Any) -> BundleFile:
+    if not isinstance(item, dict):
+        raise BundleError(f"{MANIFEST}: files[{index}] is not an object", _COPY_HINT)
+    rel = item.get("path")
+    if not isinstance(rel, str):
+        raise BundleError(f"{MANIFEST}: files[{index}] has no path", _COPY_HINT)
+    where = f"{MANIFEST}: {rel[:120]}"
+    confined(root, rel, what=f"{MANIFEST} path", must_exist=False, hint=_COPY_HINT)
+    sha = digest(item.get("sha256"), "sha256", where, zeros=False)
+    size = number(item.get("size"), "size", where)
+    if sha is None or size is None:
+        raise BundleError(f"{where} has no {'sha256' if sha is None else 'size'}; every file of a bundle is listed "
+                          "with both", _COPY_HINT)
+    kind = str(item.get("kind") or "conda")
+    if kind not in _KINDS:
+        raise BundleError(f"{where}: kind {kind[:20]!r} is neither conda nor wheel", _COPY_HINT)
+    return BundleFile(rel, sha, size, clean_url(str(item.get("url") or "")), kind)
+
+
 def check_files(bundle: Bundle) -> None:
+    """Each listed file: inside the bundle (no symlink out), a regular file, its size and sha256 as listed."""
     for item in bundle.files:
-        path = bundle.root / item.path
-        if not path.is_file():
-            raise BundleError(f"the bundle lacks {item.path} (listed in {MANIFEST})",
-                              "copy the whole bundle folder again")
+        path = _member(bundle.root, item)
         size = path.stat().st_size
-        digest = sha256_of(path) if size == item.size else None
-        if digest != item.sha256:
-            found = f"sha256 {digest[:16]}..." if digest else f"{size} bytes"
-            raise BundleError(f"corrupt bundle file {item.path}: {found}, but {MANIFEST} says "
-                              f"sha256 {item.sha256[:16]}... ({item.size} bytes); nothing was installed",
-                              f"copy the bundle again, or rebuild it (envkit bundle {bundle.name} -o DIR)")
+        found = sha256_of(path) if size == item.size else None
+        if found != item.sha256:
+            raise _corrupt(bundle, item, f"sha256 {found[:16]}..." if found else f"{size} bytes")
+
+
+def _member(root: Path, item: BundleFile) -> Path:
+    path = confined(root, item.path, what=f"{MANIFEST} path", must_exist=False, hint=_COPY_HINT)
+    if not os.path.lexists(path):
+        raise BundleError(f"the bundle lacks {item.path} (listed in {MANIFEST})", "copy the whole bundle folder again")
+    return confined(root, item.path, what=f"{MANIFEST} path", hint=_COPY_HINT)
+
+
+def _corrupt(bundle: Bundle, item: BundleFile, found: str) -> BundleError:
+    return BundleError(f"corrupt bundle file {item.path}: {found}, but {MANIFEST} says "
+                       f"sha256 {item.sha256[:16]}... ({item.size} bytes); nothing was installed",
+                       f"copy the bundle again, or rebuild it (envkit bundle {bundle.name} -o DIR)")
+
+
+def matching_lock(bundle: Bundle) -> Lock:
+    """The bundle's envkit.lock, checked entry for entry against bundle.json: the same conda archives and
+    wheels, each a path inside the bundle, with the manifest's sha256. A lock entry pointing outside the
+    bundle, one the manifest does not list (or the other way round), or a hash that differs is refused:
+    the manifest is what was checked, so the lock may install nothing else."""
+    real = confined(bundle.root, LOCAL_LOCK, what="bundle lock", hint=_COPY_HINT)
+    lock = read_lock(real)
+    if len(lock.platforms) != 1:
+        raise BundleError(f"{LOCAL_LOCK} of {bundle.root} lists {len(lock.platforms)} platforms; a bundle holds one",
+                          _COPY_HINT)
+    entry = lock.platforms[0]
+    base = Path(os.path.realpath(bundle.root))
+    listed = {f.path: f for f in bundle.files}
+    used: dict[str, str] = {}
+    for url, sha, kind in [*((c.url, c.sha256, "conda") for c in entry.conda),
+                           *((p.url, p.sha256, "wheel") for p in entry.pypi)]:
+        local = file_path(url)
+        try:
+            rel = Path(os.path.normpath(local)).relative_to(base).as_posix() if local is not None else None
+        except ValueError:
+            rel = None
+        if rel is None or local is None or not os.path.normpath(local) == str(local).rstrip("/") \
+                or rel not in listed:
+            raise BundleError(f"{LOCAL_LOCK} of {bundle.root} names {redact(url)[:200]}, which is not a file "
+                              f"{MANIFEST} lists inside the bundle; nothing was installed", _COPY_HINT)
+        item = listed[rel]
+        if item.kind != kind or sha != item.sha256:
+            raise BundleError(f"{LOCAL_LOCK} and {MANIFEST} of {bundle.root} disagree about {rel} "
+                              f"({kind} sha256 {str(sha)[:16]}... vs {item.kind} {item.sha256[:16]}...); "
+                              "nothing was installed", _COPY_HINT)
+        if rel in used:
+            raise BundleError(f"{LOCAL_LOCK} of {bundle.root} lists {rel} twice", _COPY_HINT)
+        used[rel] = kind
+    missing = sorted(set(listed) - set(used))
+    if missing:
+        raise BundleError(f"{MANIFEST} of {bundle.root} lists {missing[0]}"
+                          + (f" and {len(missing) - 1} more" if len(missing) > 1 else "")
+                          + f", which {LOCAL_LOCK} does not install; nothing was installed", _COPY_HINT)
+    return lock
+
+
+@contextmanager
+def private_copy(bundle: Bundle) -> Iterator[Bundle]:
+    """The bundle copied into a folder only envkit writes (0700, under envkit's cache, removed on the way
+    out): each file hashed while it is copied and compared with bundle.json, and the lock rewritten to
+    point at the copies. The install reads only these copies, so swapping an archive in the bundle after
+    it was checked changes nothing: what was hashed is what is installed."""
+    import tempfile
+
+    lock = matching_lock(bundle)
+    cache = cache_dir()
+    cache.mkdir(parents=True, exist_ok=True)
+    private = Path(tempfile.mkdtemp(prefix=".envkit-bundle-copy.", dir=cache))  # mkdtemp: mode 0700, ours
+    remove_at_exit(private)
+    try:
+        for item in bundle.files:
+            source = _member(bundle.root, item)
+            dest = private / item.path
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            size = source.stat().st_size
+            if size != item.size or size > ARCHIVE_LIMIT:
+                raise _corrupt(bundle, item, f"{size} bytes")
+            # the copy stops at the listed size: a file that grows meanwhile is refused, not read on and on
+            found = copy_regular(source, dest, limit=item.size, what=f"bundle file {item.path}", hint=_COPY_HINT)
+            if found != item.sha256:
+                raise _corrupt(bundle, item, f"sha256 {found[:16]}...")
+        entry = lock.platforms[0]
+        base = Path(os.path.realpath(bundle.root))
+
+        def rel(url: str) -> str:
+            local = file_path(url)
+            assert local is not None  # matching_lock checked it
+            return Path(os.path.normpath(local)).relative_to(base).as_posix()
+
+        copied = replace(lock, platforms=(replace(
+            entry, conda=tuple(replace(c, url=rel(c.url)) for c in entry.conda),
+            pypi=tuple(replace(p, url=rel(p.url)) for p in entry.pypi)),))
+        write_lock(copied, private / LOCAL_LOCK, version=7)
+        yield replace(bundle, root=private)
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
 
 
 @contextmanager
@@ -349,12 +492,14 @@ def restore_urls(prefix: Path, bundle: Bundle) -> None:
 
 def create_from_bundle(opts: CreateOptions, bundle: Bundle, *, progress: Progress | None = None,
                        on_line: Callable[[str], None] | None = None) -> CreateResult:
-    """`envkit create NAME --bundle DIR`: the bundle's lock, installed with no channel, mirror or index."""
+    """`envkit create NAME --bundle DIR`: the bundle's lock, installed with no channel, mirror or index,
+    from a private copy of exactly what bundle.json lists (private_copy)."""
     if opts.file is not None:
         raise UsageError("--bundle brings its own package set: drop --file", f"envkit create {opts.name} --bundle DIR")
-    opts = replace(opts, lock=bundle.lock_path, mirror=None, channels=(), spec=None)
-    with offline_pip(bundle):
-        result = create_env(opts, progress=progress, on_line=on_line)
-    if not opts.dry_run:
-        restore_urls(result.prefix, bundle)
+    with private_copy(bundle) as copy:
+        opts = replace(opts, lock=copy.lock_path, mirror=None, channels=(), spec=None)
+        with offline_pip(copy):
+            result = create_env(opts, progress=progress, on_line=on_line)
+        if not opts.dry_run:
+            restore_urls(result.prefix, copy)
     return result

@@ -31,6 +31,7 @@ Format notes (rattler `crates/rattler_lock/src/parse/models/v6|v7`; conda-lockfi
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ from urllib.parse import unquote, urlsplit
 
 from envkit.errors import EnvkitError, InputError
 from envkit.safeio import dump_yaml, loads_yaml, read_text
+from envkit.secrets import VAULT
 
 SUPPORTED_VERSIONS = (6, 7)
 DEFAULT_VERSION = 6
@@ -179,11 +181,30 @@ class Lock:
 def _as_url(value: str, base: Path | None) -> str:
     """rattler writes a local channel's archives as paths: make them file:// URLs."""
     if "://" in value:
-        return value
+        return clean_url(value)
     path = Path(value)
     if not path.is_absolute() and base is not None:
         path = base / path
     return path.absolute().as_uri()
+
+
+def clean_url(url: str) -> str:
+    """The URL without its credentials (user:password@, a token as the user of an http(s) URL, a conda
+    /t/<token>/ path): registered in the vault, which sends them at request time as headers or the
+    rewritten path (secrets.py), so no lock, bundle or record ever holds them. A plain user such as
+    git@ of an ssh URL is an account name, not a secret, and stays; a #fragment stays."""
+    if "://" not in url:
+        return url
+    parts = urlsplit(url)
+    userinfo = parts.netloc.rpartition("@")[0] if "@" in parts.netloc else ""
+    secret_user = bool(userinfo) and (":" in userinfo or parts.scheme in ("http", "https"))
+    if not secret_user and "/t/" not in parts.path:
+        return url
+    if not secret_user and userinfo:  # keep the account name; only the token path goes
+        clean = VAULT.split(url.replace(userinfo + "@", "", 1)).replace("://", f"://{userinfo}@", 1)
+    else:
+        clean = VAULT.split(url)
+    return clean + (f"#{parts.fragment}" if parts.fragment else "")
 
 
 def _strs(value: Any) -> tuple[str, ...]:
@@ -194,8 +215,50 @@ def _strs(value: Any) -> tuple[str, ...]:
     return tuple(str(v) for v in value)
 
 
-def _int(value: Any) -> int | None:
-    return int(value) if value is not None else None
+def number(value: Any, what: str, where: str) -> int | None:
+    """A count, size or timestamp read from a lock or manifest: None when absent, else a non-negative
+    integer. A bool, a string, NaN, .inf / 1e999 or a fraction is refused with the field named (YAML 1.1
+    and JSON both read those as numbers; int() of an infinity raises a bare OverflowError)."""
+    if value is None:
+        return None
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise LockError(f"{where}: {what} is {str(value)[:40]!r}, not a whole number", "regenerate the file")
+    if value < 0:
+        raise LockError(f"{where}: {what} is {value}, a negative number", "regenerate the file")
+    return value
+
+
+def digest(value: Any, what: str, where: str, length: int = 64, *, zeros: bool = True) -> str | None:
+    """A sha256 (64) or md5 (32) hex digest: None when absent. An unquoted digest YAML read as a number
+    (all zeros -> 0) or a wrong length is refused, never read as "no hash"; with zeros=False (a bundle's
+    manifest) so is an all-zero placeholder. In a lock an all-zero digest is kept: it matches no file, so
+    the install refuses the file it names (rattler's and pip's hash checks), naming it."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise LockError(f"{where}: {what} {str(value)[:70]!r} is not a quoted hex digest (YAML read it as "
+                        f"{type(value).__name__})", "regenerate the file (digests are hex strings)")
+    text = value.strip().lower()
+    if not re.fullmatch(f"[0-9a-f]{{{length}}}", text):
+        raise LockError(f"{where}: {what} {text[:70]!r} is not {length} hex digits", "regenerate the file")
+    if not zeros and set(text) == {"0"}:
+        raise LockError(f"{where}: {what} is all zeros, a placeholder that checks nothing",
+                        "regenerate the file with real hashes (envkit lock / envkit export --format lock)")
+    return text
+
+
+_SUBDIR = re.compile(r"^[a-z0-9][a-z0-9_]*(-[a-z0-9_]+)*$")  # linux-64, osx-arm64, noarch, emscripten-wasm32
+
+
+def check_subdir(subdir: str, where: str) -> str:
+    """A conda subdir is one folder name (conda's `context.known_subdirs` are all of this shape): never a
+    path. `../../tmp/victim` is refused here, before it can become part of a path anywhere."""
+    if not _SUBDIR.match(subdir):
+        raise LockError(f"{where}: subdir {subdir[:80]!r} is not a conda platform name (like linux-64 or noarch)",
+                        "regenerate the lock; a subdir is never a path")
+    return subdir
 
 
 def parse_lock(text: str, source: str = "", base: Path | None = None) -> Lock:
@@ -211,7 +274,7 @@ def parse_lock(text: str, source: str = "", base: Path | None = None) -> Lock:
                         "pass a file written by `envkit lock`, `envkit export --format lock` or pixi")
     try:
         version = int(data["version"])
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise LockError(f"{where}: version {data['version']!r} is not a number", "regenerate the lock") from exc
     if version not in SUPPORTED_VERSIONS:
         raise LockError(f"{where} is rattler-lock version {version}; envkit reads versions "
@@ -224,7 +287,7 @@ def parse_lock(text: str, source: str = "", base: Path | None = None) -> Lock:
     env = envs[env_name] or {}
     try:
         return _parse_env(data, env, env_name, version, base)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
         if isinstance(exc, LockError):
             raise
         raise LockError(f"{where} is malformed: {type(exc).__name__}: {exc}", "regenerate the lock") from exc
@@ -238,8 +301,7 @@ def _parse_env(data: Mapping[str, Any], env: Mapping[str, Any], env_name: str, v
         if "conda" in entry:
             conda_meta[_as_url(str(entry["conda"]), base)] = entry
         elif "pypi" in entry:
-            pypi_meta[_as_url(str(entry["pypi"]), base) if "://" not in str(entry["pypi"]) and not str(
-                entry["pypi"]).startswith(("git+", "hg+")) else str(entry["pypi"])] = entry
+            pypi_meta[_pypi_key(str(entry["pypi"]), base)] = entry
     virtual: dict[str, tuple[str, ...]] = {}
     for item in data.get("platforms") or []:  # v7
         if isinstance(item, Mapping):
@@ -253,38 +315,46 @@ def _parse_env(data: Mapping[str, Any], env: Mapping[str, Any], env_name: str, v
                 url = _as_url(str(ref["conda"]), base)
                 conda.append(_conda(url, conda_meta.get(url, {})))
             elif "pypi" in ref:
-                raw = str(ref["pypi"])
-                key = raw if "://" in raw or raw.startswith(("git+", "hg+")) else _as_url(raw, base)
+                key = _pypi_key(str(ref["pypi"]), base)
                 meta = pypi_meta.get(key, {})
                 pypi.append(LockedPypi(str(meta.get("name", "")), str(meta.get("version", "")), key,
-                                       _sha(meta), _strs(meta.get("requires_dist")),
+                                       _sha(meta, key), _strs(meta.get("requires_dist")),
                                        meta.get("requires_python")))
         platforms.append(LockedPlatform(str(plat), tuple(conda), tuple(pypi), virtual.get(str(plat), ()),
                                         _strs((env.get(UNLOCKED_KEY) or {}).get(plat))))
-    channels = tuple(str(c["url"] if isinstance(c, Mapping) else c) for c in env.get("channels") or [])
-    indexes = _strs(env.get("indexes"))
+    channels = tuple(clean_url(str(c["url"] if isinstance(c, Mapping) else c)) for c in env.get("channels") or [])
+    indexes = tuple(clean_url(i) for i in _strs(env.get("indexes")))
     variables = tuple(sorted((str(k), str(v)) for k, v in (env.get("variables") or {}).items()))
     return Lock(channels, tuple(platforms), indexes, variables, env_name, version)
 
 
-def _sha(meta: Mapping[str, Any]) -> str | None:
-    if meta.get("sha256"):
-        return str(meta["sha256"])
+def _pypi_key(raw: str, base: Path | None) -> str:
+    return clean_url(raw) if "://" in raw or raw.startswith(("git+", "hg+")) else _as_url(raw, base)
+
+
+def _sha(meta: Mapping[str, Any], where: str) -> str | None:
     hashes = meta.get("hash")  # older pypi entries: hash: {sha256: ...}
-    if isinstance(hashes, Mapping) and hashes.get("sha256"):
-        return str(hashes["sha256"])
-    return None
+    if meta.get("sha256") is None and isinstance(hashes, Mapping):
+        return digest(hashes.get("sha256"), "sha256", where)
+    return digest(meta.get("sha256"), "sha256", where)
 
 
 def _conda(url: str, meta: Mapping[str, Any]) -> LockedConda:
-    split_filename(PurePosixPath(urlsplit(url).path).name)  # validates the name early
-    channel = str(meta.get("channel") or "")
+    filename = PurePosixPath(urlsplit(url).path).name
+    split_filename(filename)  # validates the name early
+    where = f"the package {filename}"
+    channel = clean_url(str(meta.get("channel") or ""))
     if channel and "://" not in channel and channel.startswith("/"):
         channel = Path(channel).as_uri()
-    return LockedConda(url=url, sha256=meta.get("sha256"), md5=meta.get("md5"), size=_int(meta.get("size")),
-                       depends=_strs(meta.get("depends")), constrains=_strs(meta.get("constrains")),
-                       subdir=str(meta.get("subdir") or ""), build_number=_int(meta.get("build_number")),
-                       license=meta.get("license"), timestamp=_int(meta.get("timestamp")), channel=channel)
+    pkg = LockedConda(url=url, sha256=digest(meta.get("sha256"), "sha256", where),
+                      md5=digest(meta.get("md5"), "md5", where, 32), size=number(meta.get("size"), "size", where),
+                      depends=_strs(meta.get("depends")), constrains=_strs(meta.get("constrains")),
+                      subdir=str(meta.get("subdir") or ""),
+                      build_number=number(meta.get("build_number"), "build_number", where),
+                      license=meta.get("license"), timestamp=number(meta.get("timestamp"), "timestamp", where),
+                      channel=channel)
+    check_subdir(pkg.platform_subdir, where)
+    return pkg
 
 
 def read_lock(path: Path) -> Lock:
@@ -298,7 +368,7 @@ def _channel_entry(url: str) -> str:
 
 
 def _conda_entry(pkg: LockedConda, version: int) -> dict[str, Any]:
-    out: dict[str, Any] = {"conda": pkg.url}
+    out: dict[str, Any] = {"conda": clean_url(pkg.url)}
     if pkg.build_number is not None and pkg.build_number not in (
             {build_number_of(pkg.build)} & {_first_digit_part(pkg.build)}):  # both readers must get it right
         out["build_number"] = pkg.build_number
@@ -312,7 +382,7 @@ def _conda_entry(pkg: LockedConda, version: int) -> dict[str, Any]:
     if pkg.constrains:
         out["constrains"] = list(pkg.constrains)
     if version >= 7:
-        out["channel"] = _channel_entry(pkg.channel_url)
+        out["channel"] = _channel_entry(clean_url(pkg.channel_url))
     if pkg.license:
         out["license"] = pkg.license
     if pkg.size is not None:
@@ -323,7 +393,7 @@ def _conda_entry(pkg: LockedConda, version: int) -> dict[str, Any]:
 
 
 def _pypi_entry(pkg: LockedPypi) -> dict[str, Any]:
-    out: dict[str, Any] = {"pypi": pkg.url, "name": pkg.name, "version": pkg.version}
+    out: dict[str, Any] = {"pypi": clean_url(pkg.url), "name": pkg.name, "version": pkg.version}
     if pkg.sha256:
         out["sha256"] = pkg.sha256
     if pkg.requires_dist:
@@ -338,16 +408,18 @@ def render_lock(lock: Lock, version: int = DEFAULT_VERSION) -> str:
     if version not in SUPPORTED_VERSIONS:
         raise LockError(f"cannot write rattler-lock version {version}",
                         f"use --lock-version {' or '.join(map(str, SUPPORTED_VERSIONS))}")
-    env: dict[str, Any] = {"channels": [{"url": _channel_entry(c)} for c in lock.channels]}
+    # credentials never reach the text (clean_url): whatever built the Lock, the file holds clean URLs
+    env: dict[str, Any] = {"channels": [{"url": _channel_entry(clean_url(c))} for c in lock.channels]}
     if lock.indexes or any(p.pypi for p in lock.platforms):
-        env["indexes"] = list(lock.indexes) or ["https://pypi.org/simple"]
+        env["indexes"] = [clean_url(i) for i in lock.indexes] or ["https://pypi.org/simple"]
     if lock.variables:
         env["variables"] = dict(lock.variables)
     if any(p.unlocked for p in lock.platforms):
         env[UNLOCKED_KEY] = {p.name: list(p.unlocked) for p in sorted(lock.platforms, key=lambda p: p.name)
                              if p.unlocked}
     env["packages"] = {
-        plat.name: [{"conda": c.url} for c in _sorted_conda(plat.conda)] + [{"pypi": p.url} for p in plat.pypi]
+        plat.name: [{"conda": clean_url(c.url)} for c in _sorted_conda(plat.conda)]
+        + [{"pypi": clean_url(p.url)} for p in plat.pypi]
         for plat in sorted(lock.platforms, key=lambda p: p.name)}
     packages: list[dict[str, Any]] = []
     seen: set[str] = set()

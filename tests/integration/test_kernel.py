@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -126,3 +129,103 @@ def test_an_env_without_ipykernel_gets_no_kernel_and_a_clear_error(
                            "print(amp_check.recreate_command()); print(amp_check.recreate_command('--cuda 12.8'))"],
                           capture_output=True, text=True, check=True)
     assert done.stdout.split("\n")[:2] == ["envkit create k --force", "envkit create k --cuda 12.8 --force"]
+
+
+# -- issue 20: case clashes, symlinked specs and logos, nothing envkit did not make is touched ------------------
+def fake_env(isolated: Path, name: str, logo: Path | None = None) -> Path:
+    """An env as `envkit kernel` sees one (conda-meta with an ipykernel record), without installing it."""
+    prefix = isolated / "envs" / name
+    (prefix / "conda-meta").mkdir(parents=True)
+    (prefix / "conda-meta" / "ipykernel-6.99.0-pyh_0.json").write_text(json.dumps({"name": "ipykernel"}))
+    if logo is not None:
+        resources = prefix / "lib" / f"python{PY}" / "site-packages" / "ipykernel" / "resources"
+        resources.mkdir(parents=True)
+        (resources / "logo-64x64.png").symlink_to(logo)
+    return prefix
+
+
+def test_env_names_that_differ_in_case_do_not_share_a_kernel(capsys: pytest.CaptureFixture[str],
+                                                             isolated: Path) -> None:
+    from envkit.shell.kernel import kernels_dir
+
+    upper, lower = fake_env(isolated, "Foo"), fake_env(isolated, "foo")
+    code, _out, err = run_cli(capsys, "kernel", "Foo", "--prefix", str(upper))
+    assert code == 0, err
+    code, _out, err = run_cli(capsys, "kernel", "foo", "--prefix", str(lower))
+    assert code == 1
+    assert "already the env 'Foo'" in err and str(upper) in err and "envkit kernel Foo --remove" in err
+    spec = json.loads((kernels_dir() / "envkit-foo" / "kernel.json").read_text())
+    assert spec["metadata"]["envkit"]["prefix"] == str(upper)  # not taken over
+    # a spec under another spelling of the name, made by someone else, is a clash too (Jupyter ignores case)
+    code, _out, err = run_cli(capsys, "kernel", "Foo", "--remove", "--prefix", str(upper))
+    assert code == 0, err
+    other = kernels_dir() / "ENVKIT-FOO"
+    other.mkdir()
+    (other / "kernel.json").write_text(json.dumps({"argv": ["python"], "display_name": "theirs"}))
+    code, _out, err = run_cli(capsys, "kernel", "foo", "--prefix", str(lower))
+    assert code == 1 and "not made by envkit" in err and "ENVKIT-FOO" in err
+    assert json.loads((other / "kernel.json").read_text())["display_name"] == "theirs"
+
+
+def test_remove_over_a_symlinked_kernelspec_deletes_nothing(capsys: pytest.CaptureFixture[str], isolated: Path,
+                                                            tmp_path: Path) -> None:
+    from envkit.shell.kernel import kernels_dir
+
+    prefix = fake_env(isolated, "k")
+    code, _out, err = run_cli(capsys, "kernel", "k", "--prefix", str(prefix))
+    assert code == 0, err
+    elsewhere = tmp_path / "precious-spec"
+    (kernels_dir() / "envkit-k").rename(elsewhere)  # a spec envkit made, moved away by the user
+    (elsewhere / "notes.txt").write_text("mine")
+    (kernels_dir() / "envkit-k").symlink_to(elsewhere, target_is_directory=True)
+    code, out, err = run_cli(capsys, "kernel", "k", "--remove", "--prefix", str(prefix))
+    assert code == 0 and "Traceback" not in err, err
+    assert "no envkit kernel" in out
+    assert (kernels_dir() / "envkit-k").is_symlink()  # neither the link nor its target is removed
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["kernel.json", "notes.txt"]
+    code, _out, err = run_cli(capsys, "kernel", "k", "--prefix", str(prefix))
+    assert code == 1 and "is a symlink envkit did not make" in err  # never written through either
+    # an envkit spec with a file the user added: only envkit's files go, the folder and the user's file stay
+    (kernels_dir() / "envkit-k").unlink()
+    code, _out, err = run_cli(capsys, "kernel", "k", "--prefix", str(prefix))
+    assert code == 0, err
+    (kernels_dir() / "envkit-k" / "mine.txt").write_text("keep")
+    code, out, _err = run_cli(capsys, "kernel", "k", "--remove", "--prefix", str(prefix))
+    assert code == 0 and "removed Jupyter kernel envkit-k" in out
+    assert [p.name for p in (kernels_dir() / "envkit-k").iterdir()] == ["mine.txt"]
+
+
+@contextmanager
+def within(seconds: int) -> Iterator[None]:
+    """Fail (instead of hanging the suite) when the block blocks: SIGALRM interrupts a blocking open/read."""
+    def expired(_signum: int, _frame: object) -> None:
+        raise TimeoutError(f"still running after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_logos_that_are_not_the_envs_own_regular_files_are_not_copied(capsys: pytest.CaptureFixture[str],
+                                                                      isolated: Path, tmp_path: Path) -> None:
+    import os
+
+    from envkit.shell.kernel import kernels_dir
+
+    secret = tmp_path / "root-only"
+    secret.write_text("root:$6$secret-hash:19000:0:99999:7:::\n")
+    secret.chmod(0o600)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for name, logo in (("shadow", secret), ("zero", Path("/dev/zero")), ("fifo", fifo)):
+        prefix = fake_env(isolated, name, logo)
+        with within(30):  # a FIFO would block the copy, /dev/zero fill the disk
+            code, out, err = run_cli(capsys, "kernel", name, "--prefix", str(prefix))
+        assert code == 0 and "Traceback" not in err, err
+        assert not (kernels_dir() / f"envkit-{name}" / "logo-64x64.png").exists()
+        assert (kernels_dir() / f"envkit-{name}" / "kernel.json").is_file()
+    assert "secret-hash" not in "".join(p.read_text() for p in kernels_dir().rglob("*") if p.is_file())

@@ -123,3 +123,82 @@ def test_unlocked_lines_survive_the_lock_file() -> None:
     back = parse_lock(text)
     assert back.platform("osx-arm64").unlocked == ("pip line 'x' no wheel",) and back.platform("linux-64").unlocked == ()
     assert "pypi-unlocked" not in render_lock(Lock(channels=(), platforms=(LockedPlatform("linux-64"),)))
+
+
+# -- issue 20: numbers, digests, subdirs and credentials of a hostile lock --------------------------------------
+V7 = """version: 7
+platforms:
+- name: linux-64
+environments:
+  default:
+    channels:
+    - url: {channel}/
+    packages:
+      linux-64:
+      - conda: {channel}/linux-64/zlib-1.3-h0_0.conda
+packages:
+- conda: {channel}/linux-64/zlib-1.3-h0_0.conda
+  subdir: linux-64
+  channel: {channel}/
+{extra}"""
+
+
+def hostile(extra: str, channel: str = CF) -> str:
+    return V7.format(channel=channel, extra=extra)
+
+
+@pytest.mark.parametrize("extra, said", [
+    ("  size: .inf\n", "size is 'inf', not a whole number"),
+    ("  size: 1e999\n", "size is '1e999', not a whole number"),
+    ("  timestamp: .nan\n", "timestamp is 'nan'"),
+    ("  timestamp: -5\n", "timestamp is -5, a negative number"),
+    ("  build_number: 1.5\n", "build_number is '1.5'"),
+    ("  size: true\n", "size is 'True'"),
+    ("  sha256: 0000000000000000000000000000000000000000000000000000000000000000\n", "not a quoted hex digest"),
+    ("  sha256: abc\n", "is not 64 hex digits"),
+    ("  md5: [1]\n", "md5 '[1]' is not a quoted hex digest"),
+])
+def test_every_number_and_digest_is_validated(extra: str, said: str) -> None:
+    with pytest.raises(LockError, match=said.replace("(", r"\(").replace("[", r"\[")):
+        parse_lock(hostile(extra), "hostile.lock")
+
+
+def test_integral_numbers_and_a_quoted_zero_digest_are_read() -> None:
+    lock = parse_lock(hostile(f"  size: 12.0\n  timestamp: 1700000000000\n  sha256: '{'0' * 64}'\n"))
+    pkg = lock.platforms[0].conda[0]
+    assert (pkg.size, pkg.timestamp, pkg.sha256) == (12, 1700000000000, "0" * 64)  # the install refuses that hash
+    with pytest.raises(LockError, match="is not a number"):
+        parse_lock("version: .inf\nenvironments: {default: {}}\n")
+
+
+@pytest.mark.parametrize("subdir", ["../../../../tmp/victim", "linux-64/../..", "/tmp", "linux 64", ".."])
+def test_a_subdir_is_a_platform_name_never_a_path(subdir: str) -> None:
+    with pytest.raises(LockError, match="is not a conda platform name"):
+        parse_lock(hostile("").replace("  subdir: linux-64\n", f"  subdir: '{subdir}'\n"))
+    with pytest.raises(LockError, match="is not a conda platform name"):  # the URL's folder, when no subdir is given
+        parse_lock(hostile("").replace("  subdir: linux-64\n", "").replace("/linux-64/zlib", "/linux-64/../zlib"))
+
+
+def test_credentials_never_survive_reading_or_writing() -> None:
+    from envkit.secrets import VAULT
+
+    lock = parse_lock(hostile("", channel="https://alice:pa55word-x@private.example/t/tk-0123456789abcdefghij/cf"))
+    pkg = lock.platforms[0].conda[0]
+    assert pkg.url == "https://private.example/cf/linux-64/zlib-1.3-h0_0.conda"
+    assert lock.channels == ("https://private.example/cf/",) and pkg.channel == "https://private.example/cf/"
+    assert VAULT.headers_for("private.example") == {"Authorization": "Basic " + __import__("base64").b64encode(
+        b"alice:pa55word-x").decode()}  # sent at request time instead
+    assert VAULT.with_token("https://private.example/cf") == "https://private.example/t/tk-0123456789abcdefghij/cf"
+    dirty = Lock(channels=("https://bob:hunter2-pw@h.example/cf",), platforms=(LockedPlatform("linux-64", (
+        LockedConda("https://bob:hunter2-pw@h.example/cf/linux-64/zlib-1.3-h0_0.conda", sha256="a" * 64),), (
+        LockedPypi("x", "1", "https://bob:hunter2-pw@h.example/x-1-py3-none-any.whl", "b" * 64),)),),
+        indexes=("https://bob:hunter2-pw@h.example/simple",))
+    for version in (6, 7):
+        text = render_lock(dirty, version)
+        assert "hunter2" not in text and "bob" not in text and "https://h.example/cf/linux-64/zlib" in text
+    kept = parse_lock(hostile("", channel="file:///srv/cf"))  # nothing to strip: unchanged
+    assert kept.platforms[0].conda[0].url == "file:///srv/cf/linux-64/zlib-1.3-h0_0.conda"
+    from envkit.lock.file import clean_url
+
+    assert clean_url("git+ssh://git@github.com/o/r.git#egg=r") == "git+ssh://git@github.com/o/r.git#egg=r"
+    assert clean_url("git+https://u:tok-secret@github.com/o/r.git#egg=r") == "git+https://github.com/o/r.git#egg=r"

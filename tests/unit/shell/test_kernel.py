@@ -48,3 +48,22 @@ def test_kernel_spec_and_where_it_goes(tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.delenv("JUPYTER_DATA_DIR")
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
     assert kernels_dir() == tmp_path / "xdg" / "jupyter" / "kernels"
+
+
+def test_a_kernel_name_clash_names_the_other_env_unless_it_is_gone(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    from envkit.errors import EnvkitError
+    from envkit.shell.kernel import register, unregister
+
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "jd"))
+    first, second = make_env(tmp_path / "A b"), make_env(tmp_path / "a-b")
+    assert register(first, "A b").name == "envkit-a-b"
+    assert register(first, "A b").name == "envkit-a-b"  # the same env again: a refresh, not a clash
+    with pytest.raises(EnvkitError, match="already the env 'A b'"):
+        register(second, "a-b")
+    shutil.rmtree(first)  # the other env is gone: its stale spec is taken over
+    kernel = register(second, "a-b")
+    assert json.loads((kernel.path / "kernel.json").read_text())["metadata"]["envkit"]["prefix"] == str(second)
+    assert unregister(second) == [kernel.path] and not kernel.path.exists()
