@@ -348,8 +348,9 @@ class SlurmLauncher:
         if self.request.nodelist or self.in_allocation:
             expression = self.request.nodelist or self.environ["SLURM_JOB_NODELIST"]
             what = "--nodelist" if self.request.nodelist else "the allocation's SLURM_JOB_NODELIST"
+            names = self.hostnames(expression, what)  # bounded before anything else asks Slurm
             known = {s.name: s for s in self._sinfo()} if not self.in_allocation else {}
-            slots = [known.get(n, NodeSlot(n, self.request.partition)) for n in self.hostnames(expression, what)]
+            slots = [known.get(n, NodeSlot(n, self.request.partition)) for n in names]
             if self.request.nodelist and not self.in_allocation:
                 unknown = [s.name for s in slots if s.name not in known]
                 if unknown:
