@@ -1,8 +1,17 @@
-"""Per-node detect never reaches for the network: the fleet selection happens on the login node."""
+"""Per-node detect never reaches for the network (the fleet selection happens on the login node), and what a
+node prints is data: bounded, typed, a bad node one failed row."""
 
 from __future__ import annotations
 
-from envkit.fleet.inventory import detect_argv
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pytest
+
+from envkit.fleet.inventory import detect_argv, inventory, machine_from_json
+from envkit.fleet.launcher import NodeRun, NodeSlot
+from envkit.fleet.nodejson import NodeDataError
 from envkit.models import Request
 
 
@@ -16,15 +25,6 @@ def test_node_detect_is_offline_and_carries_the_request() -> None:
 
 
 # -- what a node prints is data, bounded and typed ------------------------------------------------------------------
-import json  # noqa: E402
-from collections.abc import Mapping, Sequence  # noqa: E402
-from typing import Any  # noqa: E402
-
-import pytest  # noqa: E402
-
-from envkit.fleet.inventory import inventory, machine_from_json  # noqa: E402
-from envkit.fleet.launcher import NodeRun, NodeSlot  # noqa: E402
-from envkit.fleet.nodejson import NodeDataError  # noqa: E402
 
 GOOD = {"driver": {"version": "580.65.06", "cuda": "13.0", "source": "nvml"},
         "gpus": [{"index": 0, "name": "H100", "compute_capability": "9.0", "memory_mib": 81559, "uuid": None}],
