@@ -194,46 +194,71 @@ class Bounded(Completed):
 
 
 def run_bounded(argv: Sequence[str], *, timeout: float, env: Mapping[str, str] | None = None,
-                cap: int = 8 << 20, grace: float = 1.0) -> Bounded:
-    """Run an untrusted program (the verify payload) so that it cannot hang or flood envkit.
+                cap: int = 8 << 20, grace: float = 1.0, stdin: str | int | None = None,
+                timeout_from: threading.Event | None = None, keep_head: bool = False,
+                stderr_cap: int | None = None) -> Bounded:
+    """Run an untrusted program (the verify payload, a fleet node) so that it cannot hang or flood envkit.
 
     Its own session and process group (killed as a whole at the deadline and after it exits);
-    each stream drained continuously and capped at `cap` bytes (the tail is kept, the excess
-    counted); after the deadline, or `grace` seconds after the program exited, envkit stops
-    reading and closes the pipes even if a detached grandchild (setsid) still holds them open, and
-    kills whoever holds them (found through /proc by the pipe, so nothing else is touched).
+    each stream drained continuously and capped at `cap` bytes (`stderr_cap` for stderr when given;
+    the tail is kept, or with `keep_head` the first `cap` bytes of stdout, and the excess counted);
+    after the deadline, or `grace` seconds after the program exited, envkit stops reading and closes
+    the pipes even if a detached grandchild (setsid) still holds them open, and kills whoever holds
+    them (found through /proc by the pipe, so nothing else is touched).
+    `stdin`: a file's path, or a pipe's read end (an fd, handed over: closed here once the child has
+    its copy, as proc.run does); None: /dev/null. `timeout_from`: the timeout counts from the moment
+    this event is set (proc.run); output is drained meanwhile.
     Raises OSError when the program cannot be started (not found, not executable, exec format).
     """
+    argv = tuple(str(a) for a in argv)
+    log.debug("run (bounded): %s", shlex.join(argv))
+    if isinstance(stdin, int):  # closed by _run_bounded, once the child has its copy or could not start
+        return _run_bounded(argv, timeout, env, cap, grace, stdin, timeout_from, keep_head, stderr_cap, stdin)
+    if stdin is not None:
+        with open(stdin, "rb") as handle:
+            return _run_bounded(argv, timeout, env, cap, grace, handle, timeout_from, keep_head, stderr_cap)
+    return _run_bounded(argv, timeout, env, cap, grace, subprocess.DEVNULL, timeout_from, keep_head, stderr_cap)
+
+
+def _run_bounded(argv: tuple[str, ...], timeout: float, env: Mapping[str, str] | None, cap: int, grace: float,
+                 stdin: Any, timeout_from: threading.Event | None, keep_head: bool, stderr_cap: int | None,
+                 close_fd: int | None = None) -> Bounded:
     import selectors
     import time
 
-    argv = tuple(str(a) for a in argv)
-    log.debug("run (bounded): %s", shlex.join(argv))
-    proc = subprocess.Popen(  # noqa: S603 - argv list, never a shell
-        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env=dict(env) if env is not None else None, start_new_session=True)
+    try:
+        proc = subprocess.Popen(  # noqa: S603 - argv list, never a shell
+            argv, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env=dict(env) if env is not None else None, start_new_session=True)
+    finally:
+        if close_fd is not None:  # the child has its copy (or none): ours goes, so a writer sees EPIPE
+            os.close(close_fd)
     assert proc.stdout is not None and proc.stderr is not None
     out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
     streams = {out_fd: bytearray(), err_fd: bytearray()}
+    caps = {out_fd: cap, err_fd: cap if stderr_cap is None else stderr_cap}
     dropped = {fd: 0 for fd in streams}
     selector = selectors.DefaultSelector()
     for fd in streams:
         os.set_blocking(fd, False)
         selector.register(fd, selectors.EVENT_READ)
-    deadline = time.monotonic() + timeout
+    deadline: float | None = None if timeout_from is not None else time.monotonic() + timeout
     exited_at: float | None = None
     timed_out = False
     try:
         while selector.get_map():
             now = time.monotonic()
+            if deadline is None and timeout_from is not None and timeout_from.is_set():
+                deadline = now + timeout
             if exited_at is None and proc.poll() is not None:
                 exited_at = now
             if exited_at is not None and now - exited_at > grace:
                 break  # the program is gone; whoever still holds the pipe is not waited for
-            if now >= deadline:
+            if deadline is not None and now >= deadline:
                 timed_out = exited_at is None
                 break
-            for key, _events in selector.select(timeout=min(0.2, deadline - now)):
+            wait = 0.2 if deadline is None else min(0.2, deadline - now)
+            for key, _events in selector.select(timeout=wait):
                 fd = int(key.fd)
                 try:
                     chunk = os.read(fd, 1 << 16)
@@ -242,18 +267,29 @@ def run_bounded(argv: Sequence[str], *, timeout: float, env: Mapping[str, str] |
                 if not chunk:
                     selector.unregister(fd)
                     continue
-                buf = streams[fd]
+                buf, limit = streams[fd], caps[fd]
+                if keep_head and fd == out_fd:  # the first `limit` bytes stay; the rest is counted and dropped
+                    room = max(0, limit - len(buf))
+                    buf += chunk[:room]
+                    dropped[fd] += len(chunk) - min(room, len(chunk))
+                    continue
                 buf += chunk
-                if len(buf) > cap:
-                    dropped[fd] += len(buf) - cap
-                    del buf[: len(buf) - cap]
-        if not timed_out and proc.poll() is None:  # both pipes closed early, the program still runs
-            try:
-                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
+                if len(buf) > limit:
+                    dropped[fd] += len(buf) - limit
+                    del buf[: len(buf) - limit]
+        while not timed_out and proc.poll() is None:  # both pipes closed early, the program still runs
+            now = time.monotonic()
+            if deadline is None and timeout_from is not None and timeout_from.is_set():
+                deadline = now + timeout
+            if deadline is not None and now >= deadline:
                 timed_out = True
+                break
+            try:
+                proc.wait(timeout=0.2 if deadline is None else min(0.2, max(0.0, deadline - now)))
+            except subprocess.TimeoutExpired:
+                pass
     finally:
-        _kill_group(proc)  # the deadline passed, or leftovers of a finished payload: the whole group goes
+        _kill_group(proc)  # the deadline passed, or leftovers of a finished program: the whole group goes
         if selector.get_map():  # a pipe is still open: someone left the group (setsid) and holds it
             _kill_pipe_holders([fd for fd in streams if fd in selector.get_map()])
         try:

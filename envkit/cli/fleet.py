@@ -55,6 +55,42 @@ class Nodes:
                          self.time_limit, self.gpus_per_node, self.srun_args)
 
 
+# the bounds of --nodes and --timeout (launcher.MAX_NODES, kept equal by a test: importing the launcher
+# here would load the fleet modules for every envkit command)
+MAX_NODES = 16384
+MAX_TIMEOUT = 7 * 86400.0
+
+
+class Seconds(click.ParamType):
+    """A finite number of seconds from 1 to MAX_TIMEOUT (click's FloatRange lets nan and inf through)."""
+
+    name = "SECONDS"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        import math
+
+        if isinstance(value, float) and math.isfinite(value):
+            number = value
+        else:
+            try:
+                number = float(value)
+            except (TypeError, ValueError):
+                self.fail(f"{value!r} is not a number of seconds (e.g. --timeout 120)", param, ctx)
+        if not math.isfinite(number) or not 1 <= number <= MAX_TIMEOUT:
+            self.fail(f"{value!r} is not a number of seconds from 1 to {MAX_TIMEOUT:g} (e.g. --timeout 120)",
+                      param, ctx)
+        return number
+
+
+def _shown(text: object) -> str:
+    """A node-, record- or child-supplied value for a rich table or line: control characters made
+    visible (output.sanitize: no screen clear, OSC 52 clipboard write or hidden text reaches the
+    terminal), then rich markup escaped."""
+    from envkit.cli.output import esc, sanitize
+
+    return esc(sanitize(str(text)))
+
+
 _NODE_PARAMS = {name: name for name in ("launcher", "partition", "count", "nodelist", "exclude", "account",
                                         "time_limit", "gpus_per_node", "srun_args", "timeout")}
 
@@ -67,7 +103,7 @@ def fleet_options(func: Callable[..., Any]) -> Callable[..., Any]:
                      envvar="ENVKIT_FLEET_LAUNCHER",
                      help="slurm: one srun per node; local: processes on this machine."),
         click.option("--partition", "-p", default=None, help="Slurm partition to use."),
-        click.option("--nodes", "-N", "count", type=click.IntRange(min=1), default=None,
+        click.option("--nodes", "-N", "count", type=click.IntRange(min=1, max=MAX_NODES), default=None,
                      help="How many nodes (slurm: the first N usable ones; local: N pseudo nodes)."),
         click.option("--nodelist", "-w", default=None, metavar="LIST", help="Exactly these nodes, e.g. n[1-4]."),
         click.option("--exclude", "-x", multiple=True, metavar="LIST", help="Leave these nodes out (repeatable)."),
@@ -77,7 +113,7 @@ def fleet_options(func: Callable[..., Any]) -> Callable[..., Any]:
                      help="srun --gpus-per-node (local: GPUs given to each pseudo node)."),
         click.option("--srun-arg", "srun_args", multiple=True, metavar="ARG",
                      help="Extra srun arguments, passed through (repeatable), e.g. --srun-arg=--qos=debug."),
-        click.option("--timeout", type=click.FloatRange(min=1), default=None,
+        click.option("--timeout", type=Seconds(), default=None,
                      help="Seconds each node may take before it is reported as failed."),
     ]
     for option in reversed(options):
@@ -290,7 +326,7 @@ def create_cmd(name: str, bundle_dir: str | None, bundle_out: str | None, prefix
                          "hold them", f"give --prefix with {{node}} or {{partition}}, e.g. --prefix "
                          f"'/shared/envs/{{partition}}/{name}'")
     maker = _BundleMaker(name, spec, request, selectors.flavor_given, mirror, channels, env_file, no_adapt,
-                         on_step=None if quiet else lambda t: output.plain(f"  {t}", err=True))
+                         on_step=None if quiet else lambda t: output.plain(f"  {output.sanitize(t)}", err=True))
     table = LiveNodes(quiet)
     with table:
         if per_partition:
@@ -377,7 +413,9 @@ class LiveNodes:
 
     def note(self, text: str) -> None:
         if self.live is not None:
-            self.live.console.print(f"  {text}", highlight=False, markup=False)
+            from envkit.cli.output import sanitize
+
+            self.live.console.print(f"  {sanitize(text)}", highlight=False, markup=False)
 
     def event(self, node: str, what: str, run: NodeRun | None) -> None:
         import time
@@ -408,7 +446,7 @@ class LiveNodes:
             for node, (state, started, seconds, error) in sorted(self.rows.items()):
                 style = {"done": "green", "FAILED": "bold red", "stopped": "dim"}.get(state, "yellow")
                 took = seconds if seconds is not None else time.monotonic() - started
-                table.add_row(esc(node), f"[{style}]{state}[/]", f"{took:.1f}", esc(error[:120]))
+                table.add_row(_shown(node), f"[{style}]{state}[/]", f"{took:.1f}", _shown(error[:120]))
         return table
 
 
@@ -443,13 +481,13 @@ def print_inventory(inv: Inventory) -> None:
         table.add_column(col, overflow="fold")
     for n in inv.nodes:
         if n.machine is None:
-            table.add_row(f"[bold red]{esc(n.node)}[/]", esc(n.partition or ""), "", "", "",
-                          f"[red]FAILED: {esc(n.error or '?')}[/]", f"{n.seconds:.1f}")
+            table.add_row(f"[bold red]{_shown(n.node)}[/]", _shown(n.partition or ""), "", "", "",
+                          f"[red]FAILED: {_shown(n.error or '?')}[/]", f"{n.seconds:.1f}")
             continue
         drv = n.machine.driver
-        table.add_row(esc(n.node), esc(n.partition or ""), esc(drv.version if drv else "none"),
-                      esc(drv.cuda or "?") if drv else "", esc(_gpus(n.machine)),
-                      esc(_own_build(n.selection, n.selection_error)), f"{n.seconds:.1f}")
+        table.add_row(_shown(n.node), _shown(n.partition or ""), _shown(drv.version if drv else "none"),
+                      _shown(drv.cuda or "?") if drv else "", _shown(_gpus(n.machine)),
+                      _shown(_own_build(n.selection, n.selection_error)), f"{n.seconds:.1f}")
     con.print(table)
     ok = len(inv.reachable)
     con.print(f"{ok} of {len(inv.nodes)} node(s) answered in {inv.seconds:.2f} s ({inv.launcher})")
@@ -461,11 +499,11 @@ def print_fleet_selection(fl: FleetSelection) -> None:
     con = console()
     where = f" (partition {fl.partition})" if fl.partition else ""
     if fl.selection is None:
-        con.print(f"[bold red]No fleet build{where}:[/] {esc(fl.error or '?')}")
+        con.print(f"[bold red]No fleet build{where}:[/] {_shown(fl.error or '?')}")
         if fl.hint:
-            con.print(f"[bold]fix:[/] {esc(fl.hint)}")
+            con.print(f"[bold]fix:[/] {_shown(fl.hint)}")
         for reason in fl.reasons:
-            con.print(f"  - {esc(reason)}")
+            con.print(f"  - {_shown(reason)}")
         return
     sel = fl.selection
     build = f"CUDA {sel.cuda} ({sel.variant})" if sel.cuda else "[yellow]CPU only[/]"
@@ -473,7 +511,7 @@ def print_fleet_selection(fl: FleetSelection) -> None:
               f"flavor {sel.flavor} · {len(fl.nodes)} node(s)")
     con.print("[bold]Why:[/]")
     for reason in fl.reasons:
-        con.print(f"  - {esc(reason)}")
+        con.print(f"  - {_shown(reason)}")
 
 
 _CHECK_COLUMNS = (("import", "import"), ("driver", "driver"), ("architecture", "arch"), ("autocast", "autocast"),
@@ -498,8 +536,8 @@ def print_fleet_verify(result: FleetVerify) -> None:
         table.add_column(label, justify="right")
     for n in result.nodes:
         slow = n.node == result.slowest
-        name = f"[bold red]{esc(n.node)}[/]" if n.outcome == "FAIL" else (
-            f"[yellow]{esc(n.node)} (slowest)[/]" if slow else esc(n.node))
+        name = f"[bold red]{_shown(n.node)}[/]" if n.outcome == "FAIL" else (
+            f"[yellow]{_shown(n.node)} (slowest)[/]" if slow else _shown(n.node))
         cells = [f"[{_STYLE.get(n.checks.get(k, ''), '')}]{n.checks.get(k, '-')}[/]" if k in n.checks else "-"
                  for k, _label in present]
         table.add_row(name, f"[{_STYLE.get(n.outcome, '')}]{n.outcome}[/]", *cells,
@@ -509,13 +547,13 @@ def print_fleet_verify(result: FleetVerify) -> None:
     con.print(table)
     for n in result.nodes:
         if n.outcome != "PASS":
-            con.print(f"[{_STYLE.get(n.outcome, '')}]{esc(n.node)}[/]: {esc(n.summary)}")
+            con.print(f"[{_STYLE.get(n.outcome, '')}]{_shown(n.node)}[/]: {_shown(n.summary)}")
     if result.nccl is not None:
         con.print(f"[bold]NCCL across nodes:[/] [{_STYLE.get(result.nccl.outcome, '')}]{result.nccl.outcome}[/] "
-                  f"{esc(result.nccl.summary)}")
+                  f"{_shown(result.nccl.summary)}")
         for node, err in result.nccl.node_errors.items():
-            con.print(f"  [red]{esc(node)}[/]: {esc(err)}")
-    con.print(f"[{_STYLE.get(result.outcome, '')}]{result.outcome}[/]: {esc(result.summary)} "
+            con.print(f"  [red]{_shown(node)}[/]: {_shown(err)}")
+    con.print(f"[{_STYLE.get(result.outcome, '')}]{result.outcome}[/]: {_shown(result.summary)} "
               f"({result.seconds:.1f} s)")
 
 
@@ -531,22 +569,24 @@ def print_fleet_create(result: FleetCreate) -> None:
     digests = sorted({n.digest for n in result.nodes if n.ok and n.digest})
     for n in result.nodes:
         status = "[green]ok[/]" if n.ok else f"[bold red]FAILED ({n.phase})[/]"
-        table.add_row(esc(n.node), status, esc(n.prefix or ""), str(n.packages or ""), f"{n.seconds:.1f}",
-                      esc(n.error or ""))
+        table.add_row(_shown(n.node), status, _shown(n.prefix or ""), str(n.packages or ""), f"{n.seconds:.1f}",
+                      _shown(n.error or ""))
     con.print(table)
     ok = [n for n in result.nodes if n.ok]
     where = "one shared prefix" if result.shared else "node-local prefixes"
     same = "identical on every node" if result.identical else f"[bold red]NOT identical ({len(digests)} variants)[/]"
-    part = f"partition {esc(result.partition)}: " if result.partition else ""
+    part = f"partition {_shown(result.partition)}: " if result.partition else ""
     staged = [n.node for n in result.nodes if n.staged]
     if staged:
-        where += f"; bundle staged onto {', '.join(staged)}"
+        where += f"; bundle staged onto {_shown(', '.join(staged))}"
     if result.partition and result.fleet is not None and result.fleet.selection is None:
-        con.print(f"[bold red]partition {esc(result.partition)}: no build[/] {esc(result.fleet.error or '')}")
+        con.print(f"[bold red]partition {_shown(result.partition)}: no build[/] "
+                  f"{_shown(result.fleet.error or '')}")
         if result.fleet.hint:
-            con.print(f"[bold]fix:[/] {esc(result.fleet.hint)}")
+            con.print(f"[bold]fix:[/] {_shown(result.fleet.hint)}")
         return
-    con.print(f"{part}{len(ok)} of {len(result.nodes)} node(s) ok ({where}); records {same}; bundle {esc(result.bundle)}; "
+    con.print(f"{part}{len(ok)} of {len(result.nodes)} node(s) ok ({where}); records {same}; "
+              f"bundle {_shown(result.bundle)}; "
               f"{result.seconds:.1f} s (" + ", ".join(f"{k} {v:.1f} s" for k, v in result.phases.items()) + ")")
     for n in result.failed:
-        con.print(f"[red]{esc(n.node)}[/]: {esc(n.error or '?')} (nothing half-made is left there)")
+        con.print(f"[red]{_shown(n.node)}[/]: {_shown(n.error or '?')} (nothing half-made is left there)")

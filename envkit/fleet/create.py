@@ -10,7 +10,6 @@ package records it sees; they must be identical.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import tempfile
@@ -22,6 +21,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from envkit.errors import EnvkitError
+from envkit.fleet import nodejson
 from envkit.fleet.inventory import Inventory, inventory
 from envkit.fleet.launcher import Launcher, NodeRun, NodeSlot, envkit_argv, run_all
 from envkit.fleet.select import FleetSelection, select_fleet, select_per_partition
@@ -208,11 +208,14 @@ def _check(run: NodeRun) -> tuple[str | None, int | None, str | None]:
     """(digest, record count, error) from the check command's output."""
     if not run.ok:
         return None, None, _error_of(run)
+    lines = run.stdout.strip().splitlines()
     try:
-        data = json.loads(run.stdout.strip().splitlines()[-1])
-        records = [str(r) for r in data["records"]]
-    except (ValueError, IndexError, KeyError, TypeError):
-        return None, None, f"the env's python printed no record list: {run.stderr_tail(3)}"
+        data = nodejson.parse_object(lines[-1] if lines else "", "the record list")
+        if data.get("records") is None:
+            raise nodejson.NodeDataError("field records is missing")
+        records = nodejson.texts(data, "records")
+    except nodejson.NodeDataError as exc:
+        return None, None, f"the env's python printed no record list ({exc}): {run.stderr_tail(3)}"
     return hashlib.sha256("\n".join(records).encode()).hexdigest(), len(records), None
 
 

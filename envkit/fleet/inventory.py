@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from envkit.fleet import nodejson as nj
 from envkit.fleet.launcher import DEFAULT_TIMEOUT, Launcher, NodeRun, envkit_argv, run_all
+from envkit.fleet.nodejson import NodeDataError
 from envkit.models import Driver, Gpu, Machine, Request
 
 DETECT_TIMEOUT = 60.0
@@ -43,16 +44,47 @@ class Inventory:
 
 
 def machine_from_json(data: dict[str, Any]) -> Machine:
-    """The inverse of Machine.to_json (what `envkit detect --json` prints on a node)."""
-    drv = data.get("driver")
-    driver = Driver(str(drv["version"]), drv.get("cuda"), str(drv.get("source") or "?")) if drv else None
-    gpus = tuple(Gpu(int(g.get("index", i)), str(g.get("name") or "?"), str(g["compute_capability"]),
-                     g.get("memory_mib"), g.get("uuid")) for i, g in enumerate(data.get("gpus") or []))
-    hidden = bool(data.get("gpus_hidden"))
-    return Machine(driver=driver, gpus=gpus, gpus_hidden=hidden,
-                   gpus_known=bool(gpus) or driver is None or hidden or bool(data.get("simulated")),
-                   cuda_override=data.get("cuda_override"), simulated=bool(data.get("simulated")),
-                   notes=tuple(str(n) for n in data.get("notes") or ()))
+    """The inverse of Machine.to_json (what `envkit detect --json` prints on a node), every field read
+    with its type and format checked: a wrong one is a NodeDataError naming it."""
+    drv = nj.field(data, "driver", dict)
+    driver = None
+    if drv is not None:
+        version = nj.text(drv, "version", "driver.", required=True, pattern=nj.DRIVER_VERSION)
+        assert version is not None
+        driver = Driver(version, nj.text(drv, "cuda", "driver.", pattern=nj.CUDA_LEVEL),
+                        nj.text(drv, "source", "driver.") or "?")
+    gpus = []
+    for i, g in enumerate(nj.objects(data, "gpus")):
+        where = f"gpus[{i}]."
+        index = nj.field(g, "index", int, where)
+        cc = nj.text(g, "compute_capability", where, required=True, pattern=nj.COMPUTE_CAPABILITY)
+        assert cc is not None
+        gpus.append(Gpu(i if index is None else index, nj.text(g, "name", where) or "?", cc,
+                        nj.field(g, "memory_mib", int, where), nj.text(g, "uuid", where)))
+    hidden = bool(nj.field(data, "gpus_hidden", bool))
+    simulated = bool(nj.field(data, "simulated", bool))
+    return Machine(driver=driver, gpus=tuple(gpus), gpus_hidden=hidden,
+                   gpus_known=bool(gpus) or driver is None or hidden or simulated,
+                   cuda_override=nj.text(data, "cuda_override"), simulated=simulated,
+                   notes=tuple(nj.texts(data, "notes")))
+
+
+_SELECTION_TEXT = ("flavor", "torch", "torchvision", "torchaudio", "cuda", "python", "variant", "pip_index_url")
+_SELECTION_LISTS = ("specs", "channels", "pip_specs", "reasons")
+
+
+def selection_from_json(data: dict[str, Any]) -> dict[str, Any] | None:
+    """A node's own best build (detect --json "selection"), typed: the known fields only."""
+    sel = nj.field(data, "selection", dict)
+    if sel is None:
+        return None
+    out: dict[str, Any] = {key: nj.text(sel, key, "selection.") for key in _SELECTION_TEXT}
+    for key in ("torch", "python", "variant"):
+        if out[key] is None:
+            raise NodeDataError(f"field selection.{key} is missing")
+    out.update({key: nj.texts(sel, key, "selection.") for key in _SELECTION_LISTS})
+    out["minor_version_compat"] = bool(nj.field(sel, "minor_version_compat", bool, "selection."))
+    return out
 
 
 def detect_argv(request: Request | None) -> list[str]:
@@ -74,7 +106,8 @@ def detect_argv(request: Request | None) -> list[str]:
 
 
 def parse_json_output(run: NodeRun) -> tuple[dict[str, Any] | None, str | None]:
-    """The JSON object a node printed, or why there is none."""
+    """The JSON object a node printed (parsed through the bounded loader, its shape bounded), or why
+    there is none."""
     if run.error:
         return None, run.error
     text = run.stdout
@@ -83,12 +116,10 @@ def parse_json_output(run: NodeRun) -> tuple[dict[str, Any] | None, str | None]:
         return None, (f"printed no JSON (rc {run.returncode}): "
                       f"{run.stderr_tail(4) or text.strip()[-300:] or '(no output)'}")
     try:
-        data = json.loads(text[start:])
-    except ValueError as exc:
-        return None, f"printed malformed JSON ({exc}): {run.stderr_tail(3)}"
-    if not isinstance(data, dict):
-        return None, "printed JSON that is not an object"
-    return data, None
+        return nj.parse_object(text[start:]), None
+    except NodeDataError as exc:
+        tail = run.stderr_tail(3)
+        return None, f"{exc}" + (f": {tail}" if tail else "")
 
 
 def inventory(launcher: Launcher, request: Request | None = None, *, timeout: float = DETECT_TIMEOUT,
@@ -105,12 +136,12 @@ def inventory(launcher: Launcher, request: Request | None = None, *, timeout: fl
             continue
         try:
             machine = machine_from_json(data)
-        except (KeyError, TypeError, ValueError) as exc:
+            selection, selection_error = selection_from_json(data), nj.text(data, "error")
+        except NodeDataError as exc:
             infos.append(NodeInfo(slot.name, slot.partition, None, None, None,
                                   f"detect output not understood: {exc}", run.seconds))
             continue
-        infos.append(NodeInfo(slot.name, slot.partition, machine, data.get("selection"), data.get("error"),
-                              None, run.seconds))
+        infos.append(NodeInfo(slot.name, slot.partition, machine, selection, selection_error, None, run.seconds))
     return Inventory(tuple(infos), launcher.kind, time.perf_counter() - start)
 
 

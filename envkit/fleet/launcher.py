@@ -10,7 +10,9 @@ so another engine (Ray, Kubernetes jobs) can follow behind the same interface.
 
 from __future__ import annotations
 
+import math
 import os
+import re
 import secrets
 import shlex
 import sys
@@ -31,15 +33,63 @@ NODE_MARKER = "@@ENVKIT-NODE@@"
 _WRAP = f'echo "{NODE_MARKER} ${{SLURMD_NODENAME:-$ENVKIT_FLEET_NODE}}"; exec "$@"'
 DEFAULT_TIMEOUT = 120.0
 MAX_PARALLEL = 64
+# What envkit keeps of one node's run: the first OUTPUT_CAP bytes of stdout (the node marker comes first,
+# and envkit's own reports are a few KiB: more is a node flooding, reported as a failed row) and the last
+# STDERR_CAP bytes of stderr (errors come last); the rest is read and dropped, never held.
+OUTPUT_CAP = 8 << 20
+STDERR_CAP = 1 << 20
+# The most nodes one fleet command takes (a --nodes count, a --nodelist or allocation expanded, sinfo's
+# list), and the most pseudo nodes the local launcher starts on one machine.
+MAX_NODES = 16384
+MAX_LOCAL_NODES = 256
+_ENVKIT_FIX = ("fix the quoting, e.g. export ENVKIT_FLEET_ENVKIT='/shared/envkit/bin/envkit', "
+               "or unset it to run this interpreter (python -m envkit) on the nodes")
 
 
 def envkit_argv() -> list[str]:
-    """How a node runs envkit: ENVKIT_FLEET_ENVKIT (a command line) or this very interpreter,
-    which works wherever envkit sits on a filesystem the nodes share (the usual cluster home)."""
+    """How a node runs envkit: ENVKIT_FLEET_ENVKIT (a command line, split as POSIX sh words, never run
+    by a shell) or this very interpreter, which works wherever envkit sits on a filesystem the nodes
+    share (the usual cluster home)."""
     custom = os.environ.get("ENVKIT_FLEET_ENVKIT")
-    if custom:
-        return shlex.split(custom)
-    return [sys.executable, "-m", "envkit"]
+    if not custom:
+        return [sys.executable, "-m", "envkit"]
+    try:
+        argv = shlex.split(custom)
+    except ValueError as exc:  # "No closing quotation", "No escaped character"
+        raise UsageError(f"ENVKIT_FLEET_ENVKIT={custom!r} is not a command line: {exc}", _ENVKIT_FIX) from None
+    if not argv:
+        raise UsageError("ENVKIT_FLEET_ENVKIT is set but names no command", _ENVKIT_FIX)
+    return argv
+
+
+def hostlist_count(expression: str) -> int:
+    """How many names a Slurm hostlist (n[1-4,7],gpu[01-02]r[1-2]) expands to, counted without expanding
+    it: comma-separated items, each the product of its bracket groups' sizes, a group a comma list of
+    numbers and lo-hi ranges (scontrol(1) "show hostnames"; slurm.conf(5) NodeName ranges)."""
+    items: list[str] = []
+    depth = 0
+    current: list[str] = []
+    for char in expression:
+        if char == "," and depth == 0:
+            items.append("".join(current))
+            current = []
+            continue
+        depth += 1 if char == "[" else -1 if char == "]" and depth > 0 else 0
+        current.append(char)
+    items.append("".join(current))
+    total = 0
+    for item in (i.strip() for i in items):
+        if not item:
+            continue
+        size = 1
+        for group in re.findall(r"\[([^\[\]]*)\]", item):
+            count = 0
+            for part in group.split(","):
+                bounds = re.fullmatch(r"\s*(\d+)\s*-\s*(\d+)\s*", part)
+                count += abs(int(bounds[2]) - int(bounds[1])) + 1 if bounds else 1
+            size *= max(count, 1)
+        total += size
+    return total
 
 
 @dataclass(frozen=True)
@@ -61,7 +111,12 @@ class SrunOptions:
         if self.gpus_per_node is not None:
             out.append(f"--gpus-per-node={self.gpus_per_node}")
         for item in self.extra:
-            out += shlex.split(item)
+            try:
+                out += shlex.split(item)
+            except ValueError as exc:  # an unbalanced quote: "No closing quotation"
+                raise UsageError(f"--srun-arg {item!r} is not a list of srun arguments: {exc}",
+                                 "balance the quotes, or give each srun option as its own "
+                                 "--srun-arg, e.g. --srun-arg=--comment=nightly") from None
         return out
 
 
@@ -99,6 +154,7 @@ class NodeRun:
     stderr: str
     seconds: float
     error: str | None = None  # the launch failed or timed out (not the command's own failure)
+    dropped: int = 0  # bytes of output read and discarded (over OUTPUT_CAP / STDERR_CAP)
 
     @property
     def ok(self) -> bool:
@@ -120,21 +176,51 @@ class Launcher(Protocol):
     def address(self, node: str) -> str: ...
 
 
-def _parse(node: str, done: proc.Completed, seconds: float, launch_error: str | None) -> NodeRun:
-    """Split the marker line off; a task that never printed it never started on its node."""
+def run_node(argv: Sequence[str], *, timeout: float, env: Mapping[str, str], stdin: str | int | None,
+             timeout_from: threading.Event | None) -> proc.Bounded:
+    """Every node process fleet starts goes through here: bounded output, a deadline, the whole process
+    group (and whoever detached from it but holds its pipes) killed at the end (proc.run_bounded)."""
+    return proc.run_bounded(argv, timeout=timeout, env=env, cap=OUTPUT_CAP, stderr_cap=STDERR_CAP, keep_head=True,
+                            stdin=stdin, timeout_from=timeout_from)
+
+
+def _timeout_note(done: proc.Bounded) -> str:
+    """What a timed-out node had printed: a reply whose output was never closed is usually a process
+    the command left behind (`setsid CMD &`), which holds the pipe open after the command itself ended."""
+    _head, sep, body = done.stdout.partition(NODE_MARKER)
+    said = body.partition("\n")[2] if sep else ""
+    if done.stdout_dropped:
+        return f"; it had printed more than {OUTPUT_CAP >> 20} MiB on stdout"
+    if said.strip():
+        return (f"; it had printed {len(said.encode())} bytes, but something it left running (e.g. a "
+                "`setsid CMD &` in the background) kept its output open")
+    return ""
+
+
+def _parse(node: str, done: proc.Bounded, seconds: float, launch_error: str | None) -> NodeRun:
+    """Split the marker line off; a task that never printed it never started on its node. Output over
+    the caps is a note on stderr and, for stdout (where the reports are), the node's error."""
+    stderr = done.stderr
+    if done.stderr_dropped:
+        stderr = f"[envkit: the first {done.stderr_dropped} bytes of stderr were discarded]\n{stderr}"
+    dropped = done.stdout_dropped + done.stderr_dropped
+    if done.stdout_dropped and not launch_error:
+        launch_error = (f"printed more than {OUTPUT_CAP >> 20} MiB on stdout ({OUTPUT_CAP + done.stdout_dropped} "
+                        f"bytes): envkit kept the first {OUTPUT_CAP >> 20} MiB and discarded the rest "
+                        "(is something on the node flooding its output?)")
     head, sep, body = done.stdout.partition(NODE_MARKER)
     if not sep:
         why = launch_error or (f"the command did not start on {node} (rc {done.returncode}): "
                                f"{done.stderr_tail(4) or '(no output)'}")
-        return NodeRun(node, done.returncode, done.stdout, done.stderr, seconds, why)
+        return NodeRun(node, done.returncode, done.stdout, stderr, seconds, why, dropped)
     first, _, rest = body.partition("\n")
     reported = first.strip()
     if reported and reported != node:
-        return NodeRun(node, done.returncode, rest, done.stderr, seconds,
-                       f"asked for {node} but the task ran on {reported}")
+        return NodeRun(node, done.returncode, rest, stderr, seconds,
+                       f"asked for {node} but the task ran on {reported}", dropped)
     if launch_error:
-        return NodeRun(node, done.returncode, rest, done.stderr, seconds, launch_error)
-    return NodeRun(node, done.returncode, head + rest, done.stderr, seconds)
+        return NodeRun(node, done.returncode, rest, stderr, seconds, launch_error, dropped)
+    return NodeRun(node, done.returncode, head + rest, stderr, seconds, None, dropped)
 
 
 class LocalLauncher:
@@ -146,13 +232,21 @@ class LocalLauncher:
     def __init__(self, count: int = 1, gpus_per_node: int | None = None, exclude: Sequence[str] = ()) -> None:
         if count < 1:
             raise UsageError("--nodes must be at least 1", "envkit fleet detect --launcher local --nodes 2")
+        if count > MAX_LOCAL_NODES:
+            raise UsageError(f"--launcher local --nodes {count}: the local launcher starts at most "
+                             f"{MAX_LOCAL_NODES} pseudo nodes (each one an envkit process on this machine)",
+                             f"use --nodes {MAX_LOCAL_NODES} or fewer, or --launcher slurm for real nodes")
         self.count = count
         self.gpus_per_node = gpus_per_node
         self.exclude = set(exclude)
 
     def nodes(self) -> list[NodeSlot]:
         names = ["local"] if self.count == 1 else [f"local{i + 1}" for i in range(self.count)]
-        return [NodeSlot(n, "local", "idle") for n in names if n not in self.exclude]
+        slots = [NodeSlot(n, "local", "idle") for n in names if n not in self.exclude]
+        if not slots:
+            raise UsageError(f"--exclude {','.join(sorted(self.exclude))} leaves no node to run on",
+                             "exclude fewer nodes")
+        return slots
 
     def _gpus(self, node: str) -> str | None:
         if self.gpus_per_node is None:
@@ -170,12 +264,12 @@ class LocalLauncher:
             extra["CUDA_VISIBLE_DEVICES"] = gpus
         start = time.perf_counter()
         try:
-            done = proc.run(["sh", "-c", _WRAP, "envkit-node", *argv], timeout=timeout, env=proc.child_env(extra),
-                            stdin_file=stdin, timeout_from=timeout_from)
+            done = run_node(["sh", "-c", _WRAP, "envkit-node", *argv], timeout=timeout, env=proc.child_env(extra),
+                            stdin=stdin, timeout_from=timeout_from)
         except FileNotFoundError as exc:
             raise EnvkitError(f"cannot run sh: {exc}", "install a POSIX shell") from exc
         seconds = time.perf_counter() - start
-        error = f"no answer within {timeout:g} s (stopped)" if done.timed_out else None
+        error = f"no answer within {timeout:g} s (stopped){_timeout_note(done)}" if done.timed_out else None
         return _parse(node.name, done, seconds, error)
 
     def address(self, node: str) -> str:
@@ -210,10 +304,22 @@ class SlurmLauncher:
                               "check the Slurm configuration (scontrol ping, sinfo)")
         return done
 
-    def hostnames(self, expression: str) -> list[str]:
-        """n[1-4],gpu7 -> [n1, n2, n3, n4, gpu7] (Slurm's own expansion)."""
-        out = self._tool(["scontrol", "show", "hostnames", expression]).stdout.split()
-        return list(dict.fromkeys(out))
+    def hostnames(self, expression: str, what: str = "--nodelist") -> list[str]:
+        """n[1-4],gpu7 -> [n1, n2, n3, n4, gpu7] (Slurm's own expansion), at most MAX_NODES names: a
+        larger list is refused before Slurm expands it, one that names nothing is an error too."""
+        count = hostlist_count(expression)
+        if count > MAX_NODES:
+            raise UsageError(f"{what} {expression} names {count:,} nodes; envkit fleet takes at most "
+                             f"{MAX_NODES:,} nodes at a time", "name fewer nodes (e.g. --nodelist 'n[1-64]'), "
+                             "or run the fleet in parts")
+        out = list(dict.fromkeys(self._tool(["scontrol", "show", "hostnames", expression]).stdout.split()))
+        if len(out) > MAX_NODES:
+            raise UsageError(f"{what} {expression} expands to {len(out):,} nodes; envkit fleet takes at most "
+                             f"{MAX_NODES:,} nodes at a time", "name fewer nodes, or run the fleet in parts")
+        if not out:
+            raise UsageError(f"{what} {expression} names no node (Slurm expands it to nothing)",
+                             "check it: scontrol show hostnames 'n[1-4]'; sinfo -N lists the nodes")
+        return out
 
     def _sinfo(self) -> list[NodeSlot]:
         argv = ["sinfo", "-h", "-N", "-o", "%N|%P|%T|%E"]
@@ -238,11 +344,13 @@ class SlurmLauncher:
     def nodes(self) -> list[NodeSlot]:
         excluded: set[str] = set()
         for item in self.request.exclude:
-            excluded.update(self.hostnames(item))
+            excluded.update(self.hostnames(item, "--exclude"))
         if self.request.nodelist or self.in_allocation:
             expression = self.request.nodelist or self.environ["SLURM_JOB_NODELIST"]
+            what = "--nodelist" if self.request.nodelist else "the allocation's SLURM_JOB_NODELIST"
+            names = self.hostnames(expression, what)  # bounded before anything else asks Slurm
             known = {s.name: s for s in self._sinfo()} if not self.in_allocation else {}
-            slots = [known.get(n, NodeSlot(n, self.request.partition)) for n in self.hostnames(expression)]
+            slots = [known.get(n, NodeSlot(n, self.request.partition)) for n in names]
             if self.request.nodelist and not self.in_allocation:
                 unknown = [s.name for s in slots if s.name not in known]
                 if unknown:
@@ -255,11 +363,16 @@ class SlurmLauncher:
                 raise UsageError("Slurm lists no nodes" + (f" in partition {self.request.partition}"
                                                            if self.request.partition else ""), "sinfo -N")
         slots = [s for s in slots if s.name not in excluded]
+        if not slots:
+            raise UsageError("--exclude leaves no node to run on", "exclude fewer nodes")
         if self.request.count is not None:
             usable = [s for s in slots if s.usable][: self.request.count]
             if len(usable) < self.request.count:
                 usable += [s for s in slots if not s.usable][: self.request.count - len(usable)]
             slots = usable
+        if len(slots) > MAX_NODES:
+            raise UsageError(f"Slurm lists {len(slots):,} nodes; envkit fleet takes at most {MAX_NODES:,} at a time",
+                             f"pick some: --partition NAME, --nodes {MAX_NODES} or --nodelist 'n[1-64]'")
         return slots
 
     def srun_argv(self, node: NodeSlot, job_name: str) -> list[str]:
@@ -281,8 +394,7 @@ class SlurmLauncher:
         full = [*self.srun_argv(node, job_name), "sh", "-c", _WRAP, "envkit-node", *argv]
         start = time.perf_counter()
         try:
-            done = proc.run(full, timeout=timeout, env=proc.child_env(env), stdin_file=stdin,
-                            timeout_from=timeout_from)
+            done = run_node(full, timeout=timeout, env=proc.child_env(env), stdin=stdin, timeout_from=timeout_from)
         except FileNotFoundError as exc:
             raise EnvkitError("srun not found: Slurm's client tools are not installed here",
                               "run on a login node of the cluster, or use --launcher local") from exc
@@ -290,7 +402,8 @@ class SlurmLauncher:
         error = None
         if done.timed_out:
             what = self.cancel_step(job_name) if self.in_allocation else self.cancel_job(job_name)
-            error = f"no answer within {timeout:g} s (srun stopped{what}): the node may be down or busy"
+            error = (f"no answer within {timeout:g} s (srun stopped{what})"
+                     + (_timeout_note(done) or ": the node may be down or busy"))
         return _parse(node.name, done, seconds, error)
 
     def cancel_job(self, job_name: str) -> str:
@@ -329,6 +442,8 @@ def run_all(launcher: Launcher, nodes: Sequence[NodeSlot], argv_for: Callable[[N
     """Run on every usable node in parallel; unusable nodes come back as failed rows, not exceptions.
     `stdin`: a file every node's command reads on its stdin (a staged bundle); `stdin_for`: a pipe's
     read end per node instead; `timeout_from`: the timeouts count from when it is set (proc.run)."""
+    if not math.isfinite(timeout) or timeout <= 0:  # nan would never expire, inf never stop a node
+        raise UsageError(f"a node timeout of {timeout} s cannot be kept", "give --timeout a number of seconds, e.g. 120")
     def one(node: NodeSlot) -> NodeRun:
         if not node.usable:
             result = NodeRun(node.name, None, "", "", 0.0, node.reason)
@@ -376,6 +491,12 @@ def local_gpu_count() -> int | None:
 
 
 def make_launcher(kind: str, request: NodeRequest, srun: SrunOptions) -> Launcher:
+    """The launcher, with everything a node's command line is built from checked before any node starts."""
+    srun.argv()  # an unbalanced quote in --srun-arg is a usage error now, not one per node later
+    envkit_argv()  # the same for ENVKIT_FLEET_ENVKIT
+    if request.count is not None and request.count > MAX_NODES:
+        raise UsageError(f"--nodes {request.count}: envkit fleet takes at most {MAX_NODES:,} nodes at a time",
+                         f"use --nodes {MAX_NODES} or fewer")
     if kind == "local":
         count = request.count or 1
         if srun.gpus_per_node:

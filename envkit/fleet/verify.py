@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from envkit.errors import ExitCode, UsageError
+from envkit.fleet import nodejson as nj
 from envkit.fleet.inventory import parse_json_output
 from envkit.fleet.launcher import Launcher, NodeRun, NodeSlot, envkit_argv, run_all
 from envkit.prefix.locations import find_prefix
@@ -113,25 +114,46 @@ _WORD = {"fail": FAIL, "warn": "WARN", "pass": PASS, "skip": SKIPPED}
 
 
 def node_result(run: NodeRun) -> NodeVerify:
-    """One node's `envkit verify --json` (or its absence) -> a row."""
+    """One node's `envkit verify --json` (or its absence) -> a row; every field read typed (a wrong one
+    makes the row a FAIL naming the field)."""
     data, error = parse_json_output(run)
     if data is None or "outcome" not in data:
         why = error or f"verify printed no report: {run.stderr_tail(3)}"
         return NodeVerify(run.node, FAIL, f"unreachable or crashed: {why}", seconds=run.seconds, error=why)
+    try:
+        return _typed_result(run, data)
+    except nj.NodeDataError as exc:
+        why = f"verify report not understood: {exc}"
+        return NodeVerify(run.node, FAIL, why, seconds=run.seconds, error=why)
+
+
+def _typed_result(run: NodeRun, data: dict[str, Any]) -> NodeVerify:
+    outcome = nj.text(data, "outcome", required=True, choices=(PASS, FAIL, SKIPPED))
+    assert outcome is not None
     worst: dict[str, str] = {}
-    for check in data.get("checks") or []:
-        name, status = str(check.get("name")), str(check.get("status"))
-        if _RANK.get(status, 0) >= _RANK.get(worst.get(name, "skip"), 0):
+    values: dict[str, dict[str, Any]] = {}
+    for i, check in enumerate(nj.objects(data, "checks")):
+        where = f"checks[{i}]."
+        name = nj.text(check, "name", where, required=True)
+        status = nj.text(check, "status", where, required=True, choices=tuple(_RANK))
+        assert name is not None and status is not None
+        if _RANK[status] >= _RANK[worst.get(name, "skip")]:
             worst[name] = status
-    values = {str(c.get("name")): c.get("values") or {} for c in data.get("checks") or [] if c.get("values")}
-    tflops_map = (values.get("matmul_tflops") or {}).get("tflops") or {}
-    best = max((float(v) for k, v in tflops_map.items() if k in ("fp16", "bf16")), default=None)
-    gpus = tuple(f"{g.get('name')} sm_{str(g.get('compute_capability', '')).replace('.', '')}"
-                 for g in data.get("gpus") or [])
-    return NodeVerify(run.node, str(data["outcome"]), str(data.get("summary") or ""),
-                      {k: _WORD.get(v, v.upper()) for k, v in worst.items()},
-                      (values.get("speed") or {}).get("speedup"), (values.get("memory") or {}).get("ratio"),
-                      best, gpus, run.seconds, None, data)
+        found = nj.field(check, "values", dict, where)
+        if found:
+            values[name] = found
+    tflops_map = nj.field(values.get("matmul_tflops") or {}, "tflops", dict, "checks[matmul_tflops].values.") or {}
+    best = max((nj.field(tflops_map, k, float, "checks[matmul_tflops].values.tflops.") for k in ("fp16", "bf16")
+                if tflops_map.get(k) is not None), default=None)
+    gpus = []
+    for i, g in enumerate(nj.objects(data, "gpus")):
+        cc = nj.text(g, "compute_capability", f"gpus[{i}].") or ""
+        gpus.append(f"{nj.text(g, 'name', f'gpus[{i}].')} sm_{cc.replace('.', '')}")
+    return NodeVerify(run.node, outcome, nj.text(data, "summary") or "",
+                      {k: _WORD[v] for k, v in worst.items()},
+                      nj.field(values.get("speed") or {}, "speedup", float, "checks[speed].values."),
+                      nj.field(values.get("memory") or {}, "ratio", float, "checks[memory].values."),
+                      best, tuple(gpus), run.seconds, None, data)
 
 
 def verify_argv(target: Target, node: str, *, all_gpus: bool, quick: bool, timeout: float) -> list[str]:
@@ -193,9 +215,13 @@ def _run_nccl_once(launcher: Launcher, nodes: Sequence[NodeSlot], target: Target
         if run.error:
             errors[run.node] = run.error
         for block in run.stdout.split(NCCL_MARKER)[1:]:
+            lines = block.strip().splitlines()
             try:
-                data = json.loads(block.strip().splitlines()[0])
-            except (ValueError, IndexError):
+                data = _nccl_block(lines[0]) if lines else None
+            except nj.NodeDataError as exc:
+                errors[run.node] = f"the NCCL check's report is not understood: {exc}"
+                continue
+            if data is None:
                 continue
             if data.get("error"):
                 errors[run.node] = str(data["error"])
@@ -210,12 +236,29 @@ def _run_nccl_once(launcher: Launcher, nodes: Sequence[NodeSlot], target: Target
     world, span = rank0.get("world_size"), len(rank0.get("nodes") or [])
     if not (rank0.get("all_reduce_ok") and rank0.get("ddp_in_sync")):
         return NcclResult(FAIL, f"all-reduce or DDP gave wrong results across {span} node(s) ({world} ranks)", rank0)
-    bw = f"bus bandwidth {rank0.get('busbw_gbps')} GB/s ({rank0.get('size_bytes', 0) >> 20} MiB all-reduce)"
+    bw = f"bus bandwidth {rank0.get('busbw_gbps')} GB/s ({(rank0.get('size_bytes') or 0) >> 20} MiB all-reduce)"
     if rank0.get("backend") != "nccl":
         return NcclResult(SKIPPED, f"no GPU: rendezvous, all-reduce and one DDP step ran over gloo across {span} "
                                    f"node(s), {world} ranks ({bw}); NCCL itself was not tested", rank0)
     return NcclResult(PASS, f"NCCL {rank0.get('nccl')}: all-reduce and one DDP + AMP step agree across {span} "
                             f"node(s), {world} ranks; {bw}", rank0)
+
+
+# the fields of the NCCL payload's report (verify/payload/nccl_check.py) and their types
+_NCCL_FIELDS: dict[str, type] = {"rank": int, "error": str, "world_size": int, "all_reduce_ok": bool,
+                                 "ddp_in_sync": bool, "busbw_gbps": float, "size_bytes": int, "backend": str,
+                                 "nccl": str}
+
+
+def _nccl_block(line: str) -> dict[str, Any] | None:
+    """One rank's report line, typed; None when the line is not JSON at all (other output after a marker)."""
+    if not line.lstrip().startswith("{"):
+        return None
+    data = nj.parse_object(line, "the NCCL check's report")
+    for key, kind in _NCCL_FIELDS.items():
+        nj.field(data, key, kind)
+    nj.texts(data, "nodes")
+    return data
 
 
 def aggregate(rows: Sequence[NodeVerify], nccl: NcclResult | None, seconds: float) -> FleetVerify:

@@ -17,6 +17,7 @@ from click.testing import CliRunner
 
 from envkit.cli import cli
 from helpers import run_cli
+from hostilenodes import RSS_PROBE, alive, fake_nodes
 from testbed.channel import PY, TestBed
 from testbed.server import ChannelServer
 from testbed.slurm import SlurmCluster, missing_reason, private_dirs_reason
@@ -455,3 +456,63 @@ def test_inside_an_allocation_a_timed_out_step_is_cancelled(slurm: SlurmCluster,
     assert "cancelled" in rows["n3"]["error"]
     assert steps.read_text().strip() == "", steps.read_text()
     assert "job-still-running" in log
+
+
+def test_flooding_endless_and_detaching_nodes_cost_bounded_memory_and_time(slurm: SlurmCluster, tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over srun: n1 prints 1 GiB, n2 prints forever, n3 answers but leaves a `sleep 600` in a session of its own
+    holding its output, n4 is fine: envkit stays under 200 MB and returns within --timeout + 10 s with every row.
+    (srun forwards output at a few MB/s here: the 1 GiB itself streams through envkit in test_fleet_local.)"""
+    import os
+    import subprocess
+    import sys
+
+    pidfile = fake_nodes(tmp_path, monkeypatch, {"n1": "flood", "n2": "endless", "n3": "detach"})
+    timeout = 12
+    try:
+        done = subprocess.run([sys.executable, "-c", RSS_PROBE, sys.executable, "-m", "envkit", "fleet", "detect",
+                               "--json", "--timeout", str(timeout)], capture_output=True, text=True,
+                              env=slurm.env(os.environ), timeout=120)
+    finally:  # the node's leftover is out of envkit's reach on a Slurm node (and of proctrack/linuxproc's)
+        left = pidfile.with_name(pidfile.name + ".n3")
+        if left.exists() and alive(int(left.read_text())):
+            os.kill(int(left.read_text()), 9)
+    rss_kib, seconds = (float(x) for x in done.stderr.strip().splitlines()[-1].split())
+    data = json.loads(done.stdout)
+    rows = {n["node"]: n for n in data["nodes"]}
+    assert done.returncode == 1
+    assert rss_kib < 200 * 1024, f"envkit peaked at {rss_kib / 1024:.0f} MiB"
+    assert seconds < timeout + 10, f"returned after {seconds:.1f} s"
+    assert "more than 8 MiB on stdout" in rows["n1"]["error"] or f"no answer within {timeout} s" in rows["n1"]["error"]
+    assert f"no answer within {timeout} s" in rows["n2"]["error"], rows["n2"]
+    assert not rows["n3"]["ok"] and "kept its output open" in rows["n3"]["error"], rows["n3"]
+    assert rows["n4"]["ok"], rows["n4"]
+
+
+def test_bad_node_json_is_one_failed_row_and_node_escapes_never_reach_the_terminal(
+        slurm: SlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """n1 prints JSON nested 100000 deep, n2 a GPU name with an OSC 52 clipboard write and a screen clear, n3 a
+    driver version that is a number; n4 is fine. Every node gets its row; no raw escape is printed."""
+    fake_nodes(tmp_path, monkeypatch, {"n1": "deep", "n2": "escapes", "n3": "wrongtype"})
+    code, data = fleet_json("detect")
+    rows = {n["node"]: n for n in data["nodes"]}
+    assert code == 1 and sorted(rows) == ["n1", "n2", "n3", "n4"]
+    assert not rows["n1"]["ok"] and "malformed JSON" in rows["n1"]["error"], rows["n1"]
+    assert not rows["n3"]["ok"] and "field driver.version is a number, not a string" in rows["n3"]["error"]
+    assert rows["n4"]["ok"] and rows["n2"]["ok"]
+    assert rows["n2"]["machine"]["gpus"][0]["name"].startswith("H100\x1b]52")  # --json: escaped by json.dumps
+    code, out, err = run_cli(capsys, "fleet", "detect")
+    assert code == 1 and "\x1b" not in out + err and "\x07" not in out + err
+    assert "\\x1b]52;c;aGVsbG8=\\x07\\x1b[2J" in out and "\\x1b[8mhidden" in out
+    assert "2 of 4 node(s) answered" in out
+
+
+def test_a_nodelist_too_large_or_naming_nothing_is_a_usage_error(slurm: SlurmCluster,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    code, _out, err = run_cli(capsys, "fleet", "detect", "--nodelist", "n[1-99999999]")
+    assert code == 2 and "names 99,999,999 nodes; envkit fleet takes at most 16,384" in err, err
+    code, _out, err = run_cli(capsys, "fleet", "detect", "--nodelist", ",")
+    assert code == 2 and "names no node" in err, err
+    code, _out, err = run_cli(capsys, "fleet", "verify", "--python", "/usr/bin/python3", "--timeout", "nan")
+    assert code == 2 and "--timeout" in err and "Traceback" not in err

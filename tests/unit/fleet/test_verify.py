@@ -55,3 +55,42 @@ def test_verdict_follows_verify() -> None:
     assert aggregate([s, s], None, 1.0).exit_code == 4
     assert aggregate([p], NcclResult(FAIL, "ranks disagree"), 1.0).exit_code == 3
     assert aggregate([s], NcclResult(SKIPPED, "gloo only"), 1.0).outcome == SKIPPED
+
+
+# -- a node's verify report is read typed ----------------------------------------------------------------------------
+def _report(**changes: Any) -> str:
+    import json
+
+    checks = [{"name": "import", "status": "pass"}, {"name": "speed", "status": "pass", "values": {"speedup": 2.5}},
+              {"name": "matmul_tflops", "status": "pass", "values": {"tflops": {"fp16": 700, "bf16": 650.5}}}]
+    return json.dumps({"outcome": "PASS", "summary": "ok", "checks": checks,
+                       "gpus": [{"name": "H100", "compute_capability": "9.0"}], **changes})
+
+
+def test_a_good_report_is_a_row() -> None:
+    row = fv.node_result(fv.NodeRun("n1", 0, _report(), "", 1.0))
+    assert row.outcome == PASS and row.speedup == 2.5 and row.tflops == 700.0 and row.gpus == ("H100 sm_90",)
+
+
+@pytest.mark.parametrize("changes, field", [
+    ({"outcome": "LOL"}, "field outcome is 'LOL', not one of PASS, FAIL, SKIPPED"),
+    ({"outcome": 1}, "field outcome is a number"),
+    ({"checks": "all good"}, "field checks is a string, not a list"),
+    ({"checks": [5]}, "checks[0] is a number, not an object"),
+    ({"checks": [{"name": "x", "status": "[link=http://evil]pass"}]}, "checks[0].status"),
+    ({"checks": [{"name": "speed", "status": "pass", "values": {"speedup": "fast"}}]}, "speedup is a string"),
+    ({"checks": [{"name": "matmul_tflops", "status": "pass", "values": {"tflops": {"fp16": "x"}}}]}, "tflops.fp16"),
+    ({"gpus": [[1]]}, "gpus[0] is a list"),
+])
+def test_a_wrong_field_is_a_failed_row_naming_it(changes: dict[str, Any], field: str) -> None:
+    row = fv.node_result(fv.NodeRun("n1", 0, _report(**changes), "", 1.0))
+    assert row.outcome == FAIL and row.error and field in row.error, row.error
+    assert aggregate([row], None, 1.0).outcome == FAIL
+
+
+def test_a_deep_nccl_report_is_a_node_error_not_a_crash() -> None:
+    assert fv._nccl_block("not json: a torchrun warning after the marker") is None
+    with pytest.raises(fv.nj.NodeDataError):
+        fv._nccl_block('{"rank": "zero"}')
+    with pytest.raises(fv.nj.NodeDataError):
+        fv._nccl_block('{"a":' * 100000 + "1" + "}" * 100000)
