@@ -183,7 +183,8 @@ def render_env(*, spec: str | None = None, from_file: Path | None = None, name: 
                catalogue_mode: str = "auto", channels: tuple[str, ...] = ()) -> Rendered:
     """A spec (or a colleague's file) + this machine -> environment.yml text."""
     from envkit.render import specs
-    from envkit.render.adapt import adapt, flavor_order, parse_file, request_from
+    from envkit.render.adapt import (adapt, check_torch_text, cuda_ceilings, flavor_order, parse_file,
+                                     python_choices, request_from)
     from envkit.render.build import build_envfile, python_candidates
 
     config = load_file_config().data
@@ -196,12 +197,24 @@ def render_env(*, spec: str | None = None, from_file: Path | None = None, name: 
         chosen: Selection | None = None
         notes: list[str] = []
         if parsed.has_torch or request.torch is not None:
+            if request.torch is None:
+                check_torch_text(parsed)
             flavors = (req.flavor,) if flavor_given else flavor_order(parsed, req.torch)
             first: SelectionError | None = None
-            for flavor in flavors:
+            # the file's constraints bind the selection: its python range, and the CUDA its coupled wheels or
+            # tensorflow/jax/cupy need (tried first; envkit/render/adapt.py cuda_ceilings)
+            pythons = python_choices(parsed, request.python)
+            probe = detect(driver_version=driver_version, compute_capabilities=compute_capabilities,
+                           cuda=request.cuda)
+            drv_cuda = probe.cuda_override or (probe.driver.cuda if probe.driver else None)
+            known = tuple(c for c, _v, _s in load().driver_cuda) + tuple(c for c, _v in legacy.load().driver_cuda)
+            ceilings = cuda_ceilings(parsed, req, drv_cuda, known)
+            for cuda, flavor in ((c, f) for c in ceilings for f in flavors):
                 try:
-                    machine, chosen = detect_and_select(replace(req, flavor=flavor), driver_version=driver_version,
-                                                        compute_capabilities=compute_capabilities, catalogue=choice)
+                    machine, chosen = detect_and_select(replace(req, flavor=flavor, cuda=cuda),
+                                                        driver_version=driver_version,
+                                                        compute_capabilities=compute_capabilities,
+                                                        python_candidates=list(pythons), catalogue=choice)
                 except SelectionError as exc:
                     # the explanation that matters comes from a flavor that has the version at all
                     if first is None or (not _unpublished(exc) and _unpublished(first)):
@@ -210,7 +223,14 @@ def render_env(*, spec: str | None = None, from_file: Path | None = None, name: 
                 if flavor != flavors[0]:
                     notes.append(f"torch {chosen.torch} comes from the {flavor} flavor: the {flavors[0]} flavor has no "
                                  "build of it for this machine (the version stays; --flavor chooses)")
+                if cuda != "auto" and cuda != request.cuda:
+                    notes.append(f"CUDA {chosen.cuda}: the file's own CUDA line ({cuda}) runs here, so its "
+                                 "CUDA-built packages keep theirs")
                 break
+            if chosen is None and parsed.python_range and first is not None:
+                raise SelectionError(f"python{parsed.python_range} ({parsed.where('python')}) binds the selection: "
+                                     f"{first.message}", first.hint or "widen the file's python range or pass "
+                                     "--python X.Y") from first
             if chosen is None:
                 assert first is not None
                 if req.torch is None:

@@ -30,7 +30,9 @@ FILES = sorted(p.name for p in CORPUS.glob("*.yml"))
 # The torch/CUDA stack: the only packages adaptation may replace or drop.
 STACK = {"pytorch", "pytorch-gpu", "pytorch-cpu", "torchvision", "torchaudio", "pytorch-cuda", "cudatoolkit",
          "cuda-version", "cpuonly", "pytorch-mutex", "torchtriton", "python", "torch"}
-CUDA_LIB = re.compile(r"^(cuda-[a-z0-9-]+|libcu[a-z0-9-]+|libnpp[a-z0-9-]*|libnvjpeg[a-z0-9-]*|cudnn|nccl)$")
+# The CUDA runtime packages adaptation may drop: exact names from envkit/compat/owned.yaml (libcups is not one)
+CUDA_LIB = re.compile("^(" + "|".join(re.escape(n) for n in __import__("envkit.compat.owned", fromlist=["load"])
+                                      .load().conda_cuda_runtime) + ")$")
 PLATFORM_ONLY = re.compile(r"^(vc|vs2015_runtime|ucrt|m2w64-.*|wincertstore|appnope)$")
 
 
@@ -120,7 +122,7 @@ def test_corpus_file_adapts_or_explains(name: str, machine: str, tmp_path: Path)
     deps = spec.dependencies["linux-64"]
     for dep in deps:
         if dep.manager == "conda" and getattr(dep, "build", None):
-            assert re.fullmatch(r"\*?cuda[0-9]*\*", dep.build), f"build string left: {dep.name} {dep.build}"
+            assert re.fullmatch(r"\*?(cuda|gpu)[0-9]*\*", dep.build), f"build string left: {dep.name} {dep.build}"
     sel = rendered.selection
     out_conda, out_pip = _names(data)
     in_conda, in_pip = _names(source)
@@ -192,3 +194,70 @@ def test_relative_pip_paths_resolve_against_the_files_folder() -> None:
     assert f"relative pip paths were resolved against {folder}" in rendered.text
     rendered = _outcome("pip_requirements_files.yml", "a10")["_rendered"]
     assert f"-r {folder / 'requirements-dev.txt'}" in rendered.envfile.pip
+
+
+# -- someone else's file: only the owned table changes, coupled pins bind, the file's constraints bind --------
+FROM = FIXTURES / "from"
+
+
+def _from(name: str, machine: str, **kwargs: Any) -> Any:
+    from envkit.plan import render_env
+
+    driver, cc = {**MACHINES, "h200_580_159": ("580.159.04", "9.0"), "gtx_535_104": ("535.104.05", "6.1")}[machine]
+    return render_env(from_file=FROM / name, driver_version=driver, compute_capabilities=(cc,), **kwargs)
+
+
+def _refusal(name: str, machine: str, **kwargs: Any) -> Any:
+    from envkit.errors import EnvkitError
+
+    with pytest.raises(EnvkitError) as info:
+        _from(name, machine, **kwargs)
+    return info.value
+
+
+def _out_names(rendered: Any) -> tuple[set[str], set[str]]:
+    from envkit.render.envfile import parse_conda_spec, parse_pip_line
+
+    conda = {parse_conda_spec(d).name for d in rendered.envfile.dependencies}
+    pip = {parse_pip_line(p).name.lower() for p in rendered.envfile.pip if parse_pip_line(p).name}
+    return conda, pip
+
+
+@pytest.mark.parametrize("machine", ["a10", "h200_580_159", "gtx_535_104"])
+def test_nvidia_wheels_and_pyg_pages_are_never_renamed(machine: str) -> None:
+    rendered = _from("nvidia_wheels_pyg_page.yml", machine)
+    pip = rendered.envfile.pip
+    assert "nvidia-cublas-cu12==12.4.5.8" in pip  # the -cu12 suffix is the CUDA major: kept as written
+    assert "-f https://data.pyg.org/whl/torch-2.4.0+cu121.html" in pip  # a page that exists, kept
+    assert not any("cu120" in p for p in pip)
+    assert rendered.selection.cuda == "12.1" and rendered.selection.torch == "2.4.0"  # the file's own CUDA runs here
+
+
+def test_a_pyg_page_moves_only_to_a_page_the_table_knows() -> None:
+    from envkit.models import Request
+
+    rendered = _from("nvidia_wheels_pyg_page.yml", "a10", request=Request(cuda="11.8", flavor="pip"), flavor_given=True)
+    assert "-f https://data.pyg.org/whl/torch-2.4.0+cu118.html" in rendered.envfile.pip  # owned.yaml pyg_pages
+    assert any(c.startswith("-f https://data.pyg.org/whl/torch-2.4.0+cu121.html -> -f https://data.pyg.org/whl/"
+                            "torch-2.4.0+cu118.html (") for c in rendered.changes)
+
+
+def test_a_ptcu_wheel_for_another_cuda_stops_and_names_the_coupling() -> None:
+    from envkit.models import Request
+
+    err = _refusal("pyg_local_wheels.yml", "a10", request=Request(cuda="11.8", flavor="pip"), flavor_given=True)
+    assert "torch-scatter==2.1.2+pt24cu121 (pyg_local_wheels.yml line 11) was built for torch 2.4 cu121; here: " \
+           "torch 2.4.0 cu118" in err.message
+    assert "--cuda 12.1 (the CUDA these wheels were built for" in err.hint
+    rendered = _from("pyg_local_wheels.yml", "a10")  # without --cuda the file's own cu121 runs here: all kept
+    assert "torch-scatter==2.1.2+pt24cu121" in rendered.envfile.pip and rendered.selection.cuda == "12.1"
+
+
+def test_non_cuda_libraries_and_cuda_builds_of_other_packages_pass_through() -> None:
+    rendered = _from("export_not_cuda_libs.yml", "a10")
+    deps = rendered.envfile.dependencies
+    assert "libcups=2.3.3" in deps and "libcurl=8.5.0" in deps  # CUPS and curl, not CUDA
+    assert "mmcv=2.1.0=*cuda*" in deps and "dgl=1.1.3=*cuda*" in deps and "tensorflow=2.15.0=*cuda*" in deps
+    assert not any(d.startswith(("libcublas", "cuda-cudart")) for d in deps)  # owned: the old CUDA runtime
+    assert any(c.startswith("mmcv=2.1.0=cuda120py310h1234567_0 -> mmcv=2.1.0=*cuda* (") for c in rendered.changes)
+    assert any(c.startswith("removed libcublas=12.1.0.26=0 (") for c in rendered.changes)
