@@ -171,6 +171,16 @@ def _working_versions(req: Request, driver_version: str | None, compute_capabili
     return found
 
 
+def _in_range(version: str, spec: str) -> bool:
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(version) in SpecifierSet(spec)
+    except (InvalidSpecifier, InvalidVersion):
+        return True
+
+
 def _unpublished(exc: Exception) -> bool:
     """A flavor that lacks the version altogether explains less than one whose build does not fit."""
     message = getattr(exc, "message", str(exc))
@@ -183,8 +193,8 @@ def render_env(*, spec: str | None = None, from_file: Path | None = None, name: 
                catalogue_mode: str = "auto", channels: tuple[str, ...] = ()) -> Rendered:
     """A spec (or a colleague's file) + this machine -> environment.yml text."""
     from envkit.render import specs
-    from envkit.render.adapt import (adapt, check_torch_text, cuda_ceilings, flavor_order, parse_file,
-                                     python_choices, request_from)
+    from envkit.render.adapt import (adapt, check_torch_text, cuda_ceilings, cuda_where, flavor_order,
+                                     parse_file, python_choices, request_from)
     from envkit.render.build import build_envfile, python_candidates
 
     config = load_file_config().data
@@ -224,9 +234,18 @@ def render_env(*, spec: str | None = None, from_file: Path | None = None, name: 
                     notes.append(f"torch {chosen.torch} comes from the {flavor} flavor: the {flavors[0]} flavor has no "
                                  "build of it for this machine (the version stays; --flavor chooses)")
                 if cuda != "auto" and cuda != request.cuda:
-                    notes.append(f"CUDA {chosen.cuda}: the file's own CUDA line ({cuda}) runs here, so its "
-                                 "CUDA-built packages keep theirs")
+                    notes.append(f"CUDA {chosen.cuda}: what the file's CUDA-built packages were built for or need "
+                                 f"({parsed.cuda_range or parsed.wheel_cuda}) runs here, so they keep it")
                 break
+            if parsed.cuda_range and (chosen is None or chosen.cuda is None
+                                      or not _in_range(chosen.cuda, parsed.cuda_range)):
+                why = first.message if chosen is None and first is not None else (
+                    f"the build that runs here is {'CPU only' if chosen is None or chosen.cuda is None else 'CUDA ' + chosen.cuda}")
+                raise SelectionError(
+                    f"{', '.join(parsed.cuda_consumers)} in the file need CUDA {parsed.cuda_range} (their "
+                    f"cudatoolkit/cuda-version line, {cuda_where(parsed)}, binds torch's CUDA too): {why}",
+                    "pass --torch X for a torch with a CUDA build inside that range, or widen the file's "
+                    "cudatoolkit/cuda-version line (and the packages that need it)")
             if chosen is None and parsed.python_range and first is not None:
                 raise SelectionError(f"python{parsed.python_range} ({parsed.where('python')}) binds the selection: "
                                      f"{first.message}", first.hint or "widen the file's python range or pass "

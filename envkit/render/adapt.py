@@ -215,7 +215,8 @@ def _wants_cuda(line: PipLine) -> bool:
     """A pip line of tensorflow/jax/cupy that uses a CUDA runtime: jax[cuda12], tensorflow[and-cuda],
     cupy-cuda11x; jax[cuda12] brings NVIDIA's wheels itself, but a `_local` extra and cupy use the env's."""
     name = owned.normalise(line.name)
-    return name.startswith("cupy") or name == "tensorflow-gpu" or "cuda" in line.arg.lower()
+    # tensorflow's pip wheels load the CUDA libraries they find (tensorflow.org/install/pip) unless [and-cuda]
+    return name.startswith(("cupy", "tensorflow")) or "cuda" in line.arg.lower()
 
 
 def _cuda_range(pins: list[CondaSpec]) -> str | None:
@@ -954,7 +955,7 @@ def cuda_ceilings(parsed: Parsed, request: Request, driver_cuda: str | None,
         if not inside:
             raise RenderError(
                 f"{', '.join(parsed.cuda_consumers)} in the file need CUDA {parsed.cuda_range} (their cudatoolkit/"
-                f"cuda-version line, {_cuda_where(parsed)}); this driver supports CUDA {driver_cuda}",
+                f"cuda-version line, {cuda_where(parsed)}); this driver supports CUDA {driver_cuda}",
                 "update the NVIDIA driver, or change that line and the packages that need it")
         return [max(inside, key=Version)]  # the selection must stay inside the range: no 'auto' fallback
     if parsed.wheel_cuda and Version(parsed.wheel_cuda) <= Version(driver_cuda):
@@ -962,7 +963,7 @@ def cuda_ceilings(parsed: Parsed, request: Request, driver_cuda: str | None,
     return [*tries, "auto"]
 
 
-def _cuda_where(parsed: Parsed) -> str:
+def cuda_where(parsed: Parsed) -> str:
     line = next((r for r, s in zip(parsed.conda, parsed.specs) if s.name in ("cudatoolkit", "cuda-version")), "")
     return parsed.where(line) if line else "the file"
 

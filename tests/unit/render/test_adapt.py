@@ -261,3 +261,56 @@ def test_non_cuda_libraries_and_cuda_builds_of_other_packages_pass_through() -> 
     assert not any(d.startswith(("libcublas", "cuda-cudart")) for d in deps)  # owned: the old CUDA runtime
     assert any(c.startswith("mmcv=2.1.0=cuda120py310h1234567_0 -> mmcv=2.1.0=*cuda* (") for c in rendered.changes)
     assert any(c.startswith("removed libcublas=12.1.0.26=0 (") for c in rendered.changes)
+
+
+@pytest.mark.parametrize("machine", ["a10", "h200_580_159", "gtx_535_104"])
+def test_a_python_range_binds_the_selection(machine: str) -> None:
+    rendered = _from("python_at_least_313.yml", machine)
+    assert rendered.selection.python == "3.13"  # was 3.12: outside the file's python>=3.13
+    assert any(c.startswith("python >=3.13 -> 3.13 (inside the file's range") for c in rendered.changes)
+    rendered = _from("python_old_range.yml", machine)
+    assert rendered.selection.python == "3.8"  # python>3.6,<3.9: was 3.12
+    assert "numpy" not in rendered.text and "scipy" in rendered.envfile.dependencies
+
+
+def test_a_python_range_no_torch_python_fits_is_refused_naming_the_line(tmp_path: Path) -> None:
+    from envkit.errors import EnvkitError
+    from envkit.plan import render_env
+
+    env = tmp_path / "environment.yml"
+    env.write_text("name: x\nchannels:\n  - conda-forge\ndependencies:\n  - python<3.5\n  - pytorch\n")
+    with pytest.raises(EnvkitError) as info:
+        render_env(from_file=env, driver_version="550.54.15", compute_capabilities=("8.6",))
+    assert "python<3.5 (environment.yml line 5) admits no python" in info.value.message
+
+
+@pytest.mark.parametrize("machine", ["a10", "h200_580_159", "gtx_535_104"])
+def test_cudatoolkit_stays_for_tensorflow_jax_and_cupy_and_binds_torchs_cuda(machine: str) -> None:
+    rendered = _from("cudatoolkit_range_consumers.yml", machine)
+    deps = rendered.envfile.dependencies
+    assert "cudatoolkit>=11.1" in deps and "cupy" in deps
+    assert rendered.selection.cuda is not None and rendered.selection.cuda.startswith("11.")
+    assert "tensorflow==2.13.1" in rendered.envfile.pip and "jax[cuda11_local]==0.4.13" in rendered.envfile.pip
+    assert any("kept cudatoolkit>=11.1 (cupy, tensorflow, jax in the file use that CUDA runtime" in c
+               for c in rendered.changes)
+
+
+def test_a_cuda_range_no_torch_build_fits_is_refused_naming_the_line() -> None:
+    err = _refusal("cudatoolkit_old_range_cupy.yml", "a10")
+    assert "cupy in the file need CUDA >=10.2,<11.2" in err.message
+    assert "cudatoolkit_old_range_cupy.yml line 7" in err.message
+
+
+@pytest.mark.parametrize("machine", ["a10", "h200_580_159", "gtx_535_104"])
+def test_a_conda_wildcard_torch_is_a_range_not_torch_2_0(machine: str) -> None:
+    rendered = _from("pytorch_wildcard.yml", machine)
+    assert rendered.selection.torch.startswith("2.") and rendered.selection.torch != "2.0.1"
+    assert rendered.selection.flavor == "conda-forge"  # not the retired pytorch channel
+
+
+def test_conda_admits_reads_conda_version_syntax() -> None:
+    from envkit.render.adapt import conda_admits
+
+    assert conda_admits(">3.6,<3.9", "3.8.10") and not conda_admits(">3.6,<3.9", "3.12.0")
+    assert conda_admits("3.8|3.10", "3.10.2") and not conda_admits("3.8|3.10", "3.9.1")
+    assert conda_admits("=3.10", "3.10.4") and conda_admits("3.10.*", "3.10.4") and not conda_admits("==3.10", "3.10.4")
