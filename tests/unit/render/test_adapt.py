@@ -314,3 +314,29 @@ def test_conda_admits_reads_conda_version_syntax() -> None:
     assert conda_admits(">3.6,<3.9", "3.8.10") and not conda_admits(">3.6,<3.9", "3.12.0")
     assert conda_admits("3.8|3.10", "3.10.2") and not conda_admits("3.8|3.10", "3.9.1")
     assert conda_admits("=3.10", "3.10.4") and conda_admits("3.10.*", "3.10.4") and not conda_admits("==3.10", "3.10.4")
+
+
+@pytest.mark.parametrize("machine", ["a10", "gtx_535_104"])
+def test_a_cuda_version_this_driver_cannot_run_is_refused_with_the_rule(machine: str) -> None:
+    err = _refusal("cuda_version_13_no_torch.yml", machine)
+    assert err.message.startswith("cuda-version=13.3 (cuda_version_13_no_torch.yml line 6) cannot run here: CUDA "
+                                  "13.x needs a driver for CUDA 13")
+    assert "update the NVIDIA driver" in err.hint
+
+
+def test_a_cuda_version_the_driver_runs_passes_through() -> None:
+    rendered = _from("cuda_version_13_no_torch.yml", "h200_580_159")  # driver 580: CUDA 13.0, same major
+    assert rendered.selection is None and "cuda-version=13.3" in rendered.envfile.dependencies
+
+
+@pytest.mark.parametrize("machine", ["a10", "h200_580_159", "gtx_535_104"])
+def test_an_unpinned_torch_inside_a_requirements_file_gets_this_machines_build(machine: str) -> None:
+    from envkit.compat import load
+
+    rendered = _from("r_file_unpinned_torch.yml", machine)
+    sel = rendered.selection
+    assert sel is not None and sel.flavor == "pip"  # was: "no torch (file passed through)"
+    assert any(p.startswith(f"torch=={sel.torch}+{'cu' + sel.cuda.replace('.', '')}") for p in rendered.envfile.pip)
+    driver = MACHINES.get(machine, ("580.159.04" if machine.startswith("h200") else "535.104.05",))[0]
+    assert int(sel.cuda.split(".")[0]) <= int(load().cuda_for_driver(driver).split(".")[0])
+    assert any("names torch without an exact pin" in c for c in rendered.changes)
