@@ -340,3 +340,27 @@ def test_an_unpinned_torch_inside_a_requirements_file_gets_this_machines_build(m
     driver = MACHINES.get(machine, ("580.159.04" if machine.startswith("h200") else "535.104.05",))[0]
     assert int(sel.cuda.split(".")[0]) <= int(load().cuda_for_driver(driver).split(".")[0])
     assert any("names torch without an exact pin" in c for c in rendered.changes)
+
+
+def test_a_nightly_torch_pin_names_the_file_and_line_never_a_flag_not_given() -> None:
+    err = _refusal("pip_torch_nightly.yml", "a10")
+    assert err.message.startswith("torch==2.11.0.dev20260114 (pip_torch_nightly.yml line 9) is a nightly or "
+                                  "pre-release torch")
+    assert "--torch '2.11.0.dev20260114'" not in err.message and "--torch 2.11" in err.hint
+    rendered = _from("pip_torch_nightly.yml", "a10", request=__import__("envkit.models", fromlist=["Request"])
+                     .Request(torch="2.10"))
+    assert rendered.selection.torch.startswith("2.10") and "einops" in rendered.envfile.pip
+
+
+@pytest.mark.parametrize(("pin", "minor"), [("torch==2.2.1+cu118", "2.2"), ("torch>=2.1,<2.3", None),
+                                            ("torch~=2.4.0", "2.4")])
+def test_pep440_local_versions_and_ranges_are_read_as_pip_writes_them(tmp_path: Path, pin: str,
+                                                                       minor: str | None) -> None:
+    from envkit.plan import render_env
+
+    env = tmp_path / "environment.yml"
+    env.write_text(f"name: x\nchannels:\n  - conda-forge\ndependencies:\n  - python=3.10\n  - pip\n  - pip:\n"
+                   f"    - {pin}\n")
+    sel = render_env(from_file=env, driver_version="550.54.15", compute_capabilities=("8.6",)).selection
+    assert sel is not None and sel.flavor == "pip"
+    assert sel.torch.startswith(minor) if minor else sel.torch.startswith(("2.1", "2.2"))
