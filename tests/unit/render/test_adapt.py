@@ -364,3 +364,29 @@ def test_pep440_local_versions_and_ranges_are_read_as_pip_writes_them(tmp_path: 
     sel = render_env(from_file=env, driver_version="550.54.15", compute_capabilities=("8.6",)).selection
     assert sel is not None and sel.flavor == "pip"
     assert sel.torch.startswith(minor) if minor else sel.torch.startswith(("2.1", "2.2"))
+
+
+@pytest.mark.parametrize("machine", ["a10", "gtx_535_104"])
+def test_bare_local_paths_and_dot_extras_are_taken_as_pip_takes_them(machine: str) -> None:
+    rendered = _from("gs/environment.yml", machine)  # the Gaussian Splatting shape
+    folder = (FROM / "gs").resolve()
+    assert rendered.envfile.pip == (f"{folder / 'submodules' / 'diff-gaussian-rasterization'}",
+                                    f"{folder / 'submodules' / 'simple-knn'}", f"{folder}[vis]")
+    assert {"plyfile", "tqdm"} <= _out_names(rendered)[0]
+
+
+@pytest.mark.parametrize("line", ["submodules/simple-knn", ".[vis]", "dist/pkg-1.0-py3-none-any.whl",
+                                  "pkg-1.0-py3-none-any.whl", "name @ https://host/name-1.0.tar.gz"])
+def test_everything_pip_accepts_in_a_requirements_file_is_read(line: str) -> None:
+    from envkit.render.envfile import parse_pip_line
+
+    parsed = parse_pip_line(line)
+    assert parsed.text == line
+    assert parsed.local_path == (not line.startswith("name @"))
+
+
+@pytest.mark.parametrize("machine", ["a10", "h200_580_159", "gtx_535_104"])
+def test_conda_forge_torch_2_1_takes_python_3_12(machine: str) -> None:
+    rendered = _from("conda_forge_torch21_py312.yml", machine)  # was: "torch 2.1 supports python 3.8-3.11"
+    assert (rendered.selection.torch, rendered.selection.python, rendered.selection.flavor) == \
+        ("2.1.2", "3.12", "conda-forge")
