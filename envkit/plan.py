@@ -209,6 +209,9 @@ def render_env(*, spec: str | None = None, from_file: Path | None = None, name: 
         if parsed.has_torch or request.torch is not None:
             if request.torch is None:
                 check_torch_text(parsed)
+                if parsed.torch is None and parsed.coupled_torch:
+                    notes.append(f"torch {parsed.coupled_torch}: the release the file's coupled pins (triton, "
+                                 "+ptXY wheels, a PyG page) were built for; the file's torch line has no pin")
             flavors = (req.flavor,) if flavor_given else flavor_order(parsed, req.torch)
             first: SelectionError | None = None
             # the file's constraints bind the selection: its python range, and the CUDA its coupled wheels or
@@ -234,6 +237,10 @@ def render_env(*, spec: str | None = None, from_file: Path | None = None, name: 
                     notes.append(f"torch {chosen.torch} comes from the {flavor} flavor: the {flavors[0]} flavor has no "
                                  "build of it for this machine (the version stays; --flavor chooses)")
                 if cuda != "auto" and cuda != request.cuda:
+                    # the ceiling came from the file, not from a --cuda the user did not pass
+                    chosen = replace(chosen, reasons=tuple(
+                        r.replace(f"requested (--cuda {cuda})", f"from the file (its CUDA-built packages: "
+                                  f"{parsed.cuda_range or parsed.wheel_cuda})") for r in chosen.reasons))
                     notes.append(f"CUDA {chosen.cuda}: what the file's CUDA-built packages were built for or need "
                                  f"({parsed.cuda_range or parsed.wheel_cuda}) runs here, so they keep it")
                 break
@@ -267,7 +274,7 @@ def render_env(*, spec: str | None = None, from_file: Path | None = None, name: 
             machine = detect(driver_version=driver_version, compute_capabilities=compute_capabilities,
                              cuda=request.cuda)
         envfile, changes = adapt(parsed, chosen, machine, name=name, mirror=profile, source=str(from_file),
-                                 extra_changes=notes)
+                                 extra_changes=notes, cuda_given=request.cuda != "auto")
         check_name(envfile.name)
         return Rendered(envfile.render(), envfile, chosen, machine, tuple(changes))
     env_spec = specs.load(spec or "dl_train")

@@ -293,8 +293,9 @@ def default_flavor(parsed: Parsed, torch: str | None) -> str:
 
 
 def request_from(parsed: Parsed, request: Request, flavor_given: bool) -> Request:
-    """The file's torch (as pinned) and python carry over unless the command line says otherwise."""
-    torch = request.torch or parsed.torch
+    """The file's torch (as pinned) and python carry over unless the command line says otherwise; an
+    unpinned torch takes the release the file's coupled pins were built for (triton==2.2.0: torch 2.2)."""
+    torch = request.torch or parsed.torch or parsed.coupled_torch
     flavor = request.flavor if flavor_given else default_flavor(parsed, torch)
     return Request(cuda=request.cuda, torch=torch, python=request.python or parsed.python, flavor=flavor,
                    no_driver_check=request.no_driver_check)
@@ -404,7 +405,8 @@ class _Adapting:
 
 
 def adapt(parsed: Parsed, sel: Selection | None, machine: Machine, *, name: str | None, mirror: Mirror | None,
-          source: str, extra_changes: list[str] | None = None) -> tuple[EnvFile, list[str]]:
+          source: str, extra_changes: list[str] | None = None, cuda_given: bool = False
+          ) -> tuple[EnvFile, list[str]]:
     """The adapted file and the list of changes (each one line, version changes as 'a -> b (why)')."""
     state = _Adapting(list(extra_changes or []), consumers=parsed.cuda_consumers)
     env_name = _name_and_keys(parsed, name, source, state.changes)
@@ -425,7 +427,7 @@ def adapt(parsed: Parsed, sel: Selection | None, machine: Machine, *, name: str 
     deps: list[str] = []
     if sel is not None:
         sel, torch_conda, torch_pip = _torch_stack(parsed, sel, state)
-        pip_kept = _couplings(parsed, sel, machine, state, pip_kept, kept)
+        pip_kept = _couplings(parsed, sel, cuda_given, state, pip_kept, kept)
         deps = [f"python={sel.python}", *torch_conda]
     deps += [k for k in kept if k not in deps]
     pip = _pip_section(sel, mirror, torch_pip, pip_kept)
@@ -810,7 +812,7 @@ def _nvidia_check(parsed: Parsed, machine: Machine) -> None:
                               "build if the project publishes one, or update the NVIDIA driver")
 
 
-def _couplings(parsed: Parsed, sel: Selection, machine: Machine, state: _Adapting, pip_kept: list[str],
+def _couplings(parsed: Parsed, sel: Selection, cuda_given: bool, state: _Adapting, pip_kept: list[str],
                conda_kept: list[str]) -> list[str]:
     """Packages built against one torch or CUDA (owned.yaml `coupled`) against the torch stack chosen
     here: kept when they match, a triton pin moved to the one the new torch requires (owned.yaml
@@ -882,8 +884,7 @@ def _couplings(parsed: Parsed, sel: Selection, machine: Machine, state: _Adaptin
     if problems:
         if moved:
             option(f"--torch {file_minor} (the torch these pins were built for)")
-        if parsed.wheel_cuda and parsed.wheel_cuda != sel.cuda and (
-                machine.cuda_override or any("requested (--cuda" in r for r in sel.reasons)):
+        if parsed.wheel_cuda and parsed.wheel_cuda != sel.cuda and cuda_given:
             # only when --cuda chose another CUDA: under 'auto' the file's own CUDA was tried first and failed
             option(f"--cuda {parsed.wheel_cuda} (the CUDA these wheels were built for, if a build of this torch "
                    "for it runs here)")

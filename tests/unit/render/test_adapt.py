@@ -390,3 +390,41 @@ def test_conda_forge_torch_2_1_takes_python_3_12(machine: str) -> None:
     rendered = _from("conda_forge_torch21_py312.yml", machine)  # was: "torch 2.1 supports python 3.8-3.11"
     assert (rendered.selection.torch, rendered.selection.python, rendered.selection.flavor) == \
         ("2.1.2", "3.12", "conda-forge")
+
+
+@pytest.mark.parametrize("machine", ["a10", "h200_580_159", "gtx_535_104"])
+def test_coupled_pins_keep_their_torch_when_it_runs_here(machine: str) -> None:
+    rendered = _from("torch22_coupled_pins.yml", machine)
+    assert rendered.selection.torch == "2.2.2"
+    for pin in ("triton==2.2.0", "causal-conv1d==1.1.1", "mamba-ssm==1.1.4", "flash-attn==2.5.6"):
+        assert pin in rendered.envfile.pip
+    rendered = _from("torch22_triton_only.yml", machine)  # unpinned torch: triton==2.2.0 says which
+    assert rendered.selection.torch.startswith("2.2.") and "triton==2.2.0" in rendered.envfile.pip
+
+
+def test_moving_torch_moves_triton_by_the_table_and_stops_on_pins_it_cannot_move() -> None:
+    from envkit.models import Request
+
+    rendered = _from("torch22_triton_only.yml", "h200_580_159", request=Request(torch="2.8"))
+    assert "triton==3.4.0" in rendered.envfile.pip and "triton==2.2.0" not in rendered.envfile.pip
+    assert any(c.startswith("triton==2.2.0 -> triton==3.4.0 (the triton torch 2.8.0 requires") for c in rendered.changes)
+    err = _refusal("torch22_coupled_pins.yml", "h200_580_159", request=Request(torch="2.8"))
+    for pin, line in (("causal-conv1d==1.1.1", 11), ("mamba-ssm==1.1.4", 12), ("flash-attn==2.5.6", 13)):
+        assert f"{pin} (torch22_coupled_pins.yml line {line}) is built against torch 2.2" in err.message
+    assert "--torch 2.2 (the torch these pins were built for)" in err.hint
+
+
+@pytest.mark.parametrize("machine", ["a10", "h200_580_159", "gtx_535_104"])
+def test_ptcu_wheels_keep_the_files_cuda_when_it_runs_here(machine: str) -> None:
+    rendered = _from("pyg_pt22cu118.yml", machine)
+    assert (rendered.selection.torch, rendered.selection.cuda) == ("2.2.1", "11.8")  # was 2.2.1+cu121
+    assert "torch==2.2.1+cu118" in rendered.envfile.pip and "torch-cluster==1.6.3+pt22cu118" in rendered.envfile.pip
+    assert not any("11.8 requested (--cuda" in r for r in rendered.selection.reasons)  # no flag the user did not pass
+
+
+@pytest.mark.parametrize("machine", ["a10", "h200_580_159", "gtx_535_104"])
+def test_ptcu_wheels_beside_a_conda_forge_torch_are_refused(machine: str) -> None:
+    err = _refusal("pyg_wheels_conda_forge_torch.yml", machine)
+    assert "torch-scatter==2.1.2+pt24cu121 (pyg_wheels_conda_forge_torch.yml line 10) is a PyG wheel for the " \
+           "pip/pytorch-channel torch 2.4; here torch comes from conda-forge" in err.message
+    assert "--flavor pip" in err.hint
