@@ -140,6 +140,14 @@ def test_corpus_file_adapts_or_explains(name: str, machine: str, tmp_path: Path)
         assert in_conda - {"pytorch"} <= out_conda and "pytorch" not in out_conda
         assert not any(s.startswith("pytorch") for s in data["dependencies"] if isinstance(s, str)) or \
             "pytorch" in in_conda
+    # a name envkit writes exists: it is the file's, or one of the owned torch/CUDA stack (owned.yaml)
+    table = __import__("envkit.compat.owned", fromlist=["load"]).load()
+    invented = {n for n in out_conda - in_conda
+                if n not in STACK | {"pip"} and n not in table.conda_torch | table.conda_selectors}
+    assert not invented, f"conda names not in the file nor owned: {invented}"
+    in_pip_names = {_pip_key(p).split(":")[1] for p in in_pip}
+    out_pip_names = {_pip_key(p).split(":")[1] for p in out_pip if not p.startswith("-")}
+    assert out_pip_names - in_pip_names <= {"torch", "torchvision", "torchaudio"}, out_pip_names - in_pip_names
     lost = {n for n in in_conda - out_conda if n not in STACK and not CUDA_LIB.match(n) and not PLATFORM_ONLY.match(n)}
     assert not lost, f"non-torch conda packages lost: {lost}"
     keys_out = {_pip_key(p) for p in out_pip}
