@@ -208,7 +208,7 @@ def parse_file(path: Path) -> Parsed:
                   had_prefix=str(prefix) if prefix else None, folder=path.resolve().parent, ignored_keys=ignored,
                   path=path, python_range=python_range, cuda_consumers=tuple(consumers),
                   cuda_range=_cuda_range(cuda_pins) if consumers else None,
-                  wheel_cuda=_wheel_cuda(pip), coupled_torch=_coupled_torch(pip))
+                  wheel_cuda=_wheel_cuda(pip, path.resolve().parent), coupled_torch=_coupled_torch(pip))
 
 
 def _wants_cuda(line: PipLine) -> bool:
@@ -237,7 +237,7 @@ def _cuda_range(pins: list[CondaSpec]) -> str | None:
     return ",".join(dict.fromkeys(parts)) or None
 
 
-def _wheel_cuda(lines: list[PipLine]) -> str | None:
+def _wheel_cuda(lines: list[PipLine], folder: Path) -> str | None:
     """The CUDA the file's CUDA-tagged pip lines were built for (+cu118 locals, +pt22cu118, pyg/mmcv/dgl pages)."""
     for line in lines:
         if _PYTORCH_URL_RE.search(line.text):
@@ -245,10 +245,11 @@ def _wheel_cuda(lines: list[PipLine]) -> str | None:
         match = _CU_TAG_RE.search(line.text)
         if match and owned.load().nvidia_major(line.name) is None:
             return _tag_cuda("cu" + match.group(1))
-    for line in lines:
-        local = re.search(r"==\s*[0-9][^\s;]*\+cu(\d{2,3})", line.arg)
-        if local and line.name.lower() in TORCH_PIP:
-            return _tag_cuda("cu" + local.group(1))
+    for line, _path, text in _nested_files(tuple(lines), folder):
+        for raw in text.splitlines():  # a -r file's torch==X+cuNNN: the CUDA the environment was built for
+            match = _NESTED_PIN_RE.match(raw)
+            if line.option == "-r" and match and match.group(4) and _CU_TAG_RE.search(match.group(4)):
+                return _tag_cuda(match.group(4)[1:])
     return None
 
 
@@ -632,7 +633,7 @@ def _header(parsed: Parsed, sel: Selection | None, machine: Machine, source: str
     return header
 
 
-_NESTED_PIN_RE = re.compile(r"^\s*(torch|torchvision|torchaudio)\s*(==|===)\s*([0-9][^\s;#+]*)")
+_NESTED_PIN_RE = re.compile(r"^\s*(torch|torchvision|torchaudio)\s*(==|===)\s*([0-9][^\s;#+]*)(\+[A-Za-z0-9.]+)?")
 _NESTED_NAME_RE = re.compile(r"^\s*(torch|torchvision|torchaudio)\s*(?:[<>!~=;#\[]|$)")
 
 
@@ -678,9 +679,18 @@ def _nested_torch_pins(parsed: Parsed, sel: Selection) -> list[str]:
                                  "build) satisfies it, so pip takes no PyPI build of it")
                 continue
             want = _pairs(sel).get(match.group(1))
-            if want is not None and match.group(3) != want:
-                notes.append(f"note: {path.name} (pip {line.option}) pins {match.group(0).strip()}, but this "
-                             f"machine gets {match.group(1)} {want}: pip will refuse the pair; edit that line")
+            ours = next((p.split("==", 1)[1] for p in sel.pip_specs if p.startswith(f"{match.group(1)}==")), want)
+            # PEP 440: '==1.12.1' admits 1.12.1+cu116, but '==1.12.1+cu113' admits only that local build
+            local_clash = bool(match.group(4)) and ours is not None and f"{match.group(3)}{match.group(4)}" != ours
+            if want is not None and (match.group(3) != want or local_clash):
+                number = text.splitlines().index(raw) + 1
+                raise RenderError(
+                    f"{path.name} line {number} (pip {line.option} in {parsed.where(line.text)}) pins "
+                    f"{match.group(0).strip()}, but what runs here is {match.group(1)}=={ours}: pip refuses two "
+                    "different pins of one package, and envkit does not rewrite a file it did not write",
+                    f"edit that line of {path.name} to {match.group(1)}=={match.group(3)}"
+                    f"{' (no local version)' if match.group(4) else ''}, or pass --torch/--cuda for a build "
+                    "that matches it")
             elif want is not None:
                 notes.append(f"{path.name} (pip {line.option}) pins {match.group(0).strip()}: pip takes "
                              f"this machine's {match.group(1)}=={want} build for it")

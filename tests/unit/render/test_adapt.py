@@ -436,3 +436,18 @@ def test_ptcu_wheels_beside_a_conda_forge_torch_are_refused(machine: str) -> Non
     assert "torch-scatter==2.1.2+pt24cu121 (pyg_wheels_conda_forge_torch.yml line 10) is a PyG wheel for the " \
            "pip/pytorch-channel torch 2.4; here torch comes from conda-forge" in err.message
     assert "--flavor pip" in err.hint
+
+
+@pytest.mark.parametrize("machine", ["a10", "h200_580_159", "gtx_535_104"])
+def test_a_requirements_files_cuda_torch_is_kept_where_it_runs(machine: str) -> None:
+    rendered = _from("r_file_torch_local.yml", machine)
+    assert "torch==2.2.1+cu118" in rendered.envfile.pip  # the -r file's own build: pip sees one pin
+    assert rendered.envfile.pip[-1] == f"-r {(FROM / 'requirements-torch-cu118.txt').resolve()}"
+
+
+def test_a_requirements_file_pin_that_cannot_hold_is_refused_with_its_line() -> None:
+    from envkit.models import Request
+
+    err = _refusal("r_file_torch_local.yml", "a10", request=Request(cuda="12.1"))
+    assert err.message.startswith("requirements-torch-cu118.txt line 2 (pip -r in r_file_torch_local.yml line 8) "
+                                  "pins torch==2.2.1+cu118, but what runs here is torch==2.2.1+cu121")
