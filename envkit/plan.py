@@ -246,8 +246,8 @@ def render_env(*, spec: str | None = None, from_file: Path | None = None, name: 
                 break
             if parsed.cuda_range and (chosen is None or chosen.cuda is None
                                       or not _in_range(chosen.cuda, parsed.cuda_range)):
-                why = first.message if chosen is None and first is not None else (
-                    f"the build that runs here is {'CPU only' if chosen is None or chosen.cuda is None else 'CUDA ' + chosen.cuda}")
+                built = "CPU only" if chosen is None or chosen.cuda is None else f"CUDA {chosen.cuda}"
+                why = first.message if chosen is None and first is not None else f"the build that runs here is {built}"
                 raise SelectionError(
                     f"{', '.join(parsed.cuda_consumers)} in the file need CUDA {parsed.cuda_range} (their "
                     f"cudatoolkit/cuda-version line, {cuda_where(parsed)}, binds torch's CUDA too): {why}",

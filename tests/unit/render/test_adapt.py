@@ -415,7 +415,8 @@ def test_moving_torch_moves_triton_by_the_table_and_stops_on_pins_it_cannot_move
 
     rendered = _from("torch22_triton_only.yml", "h200_580_159", request=Request(torch="2.8"))
     assert "triton==3.4.0" in rendered.envfile.pip and "triton==2.2.0" not in rendered.envfile.pip
-    assert any(c.startswith("triton==2.2.0 -> triton==3.4.0 (the triton torch 2.8.0 requires") for c in rendered.changes)
+    assert any(c.startswith("triton==2.2.0 -> triton==3.4.0 (the triton torch 2.8.0 requires")
+               for c in rendered.changes)
     err = _refusal("torch22_coupled_pins.yml", "h200_580_159", request=Request(torch="2.8"))
     for pin, line in (("causal-conv1d==1.1.1", 11), ("mamba-ssm==1.1.4", 12), ("flash-attn==2.5.6", 13)):
         assert f"{pin} (torch22_coupled_pins.yml line {line}) is built against torch 2.2" in err.message
