@@ -233,6 +233,9 @@ def render_env(*, spec: str | None = None, from_file: Path | None = None, name: 
                     if first is None or (not _unpublished(exc) and _unpublished(first)):
                         first = exc
                     continue
+                if cuda != "auto" and cuda != request.cuda and not parsed.cuda_range and chosen.cuda != cuda:
+                    chosen = None  # the file's wheel CUDA has no build of this torch: nothing to keep, plan freely
+                    continue
                 if flavor != flavors[0]:
                     notes.append(f"torch {chosen.torch} comes from the {flavor} flavor: the {flavors[0]} flavor has no "
                                  "build of it for this machine (the version stays; --flavor chooses)")

@@ -837,6 +837,9 @@ def _couplings(parsed: Parsed, sel: Selection, cuda_given: bool, state: _Adaptin
     options: list[str] = []
     out: list[str] = []
 
+    pyg = {"torch-scatter", "torch-sparse", "torch-cluster", "torch-spline-conv", "pyg-lib"}
+    pyg_pinned = any(owned.normalise(p.name) in pyg and re.search(r"===?\s*[0-9]", p.arg) for p in parsed.pip_lines)
+
     def option(text: str) -> None:
         if text not in options:
             options.append(text)
@@ -855,11 +858,11 @@ def _couplings(parsed: Parsed, sel: Selection, cuda_given: bool, state: _Adaptin
             problems.append(f"{text} ({where}) is a PyG wheel for the pip/pytorch-channel torch {built_torch}; "
                             "here torch comes from conda-forge, built with another C++ ABI (owned.yaml pyg_readme)")
             option("--flavor pip")
-        elif page and not pt and built_torch == here_minor and built_tag != tag \
-                and tag in table.pyg_pages.get(here_minor or "", ()):
+        elif page and not pt and (built_torch == here_minor or not pyg_pinned) and (built_torch, built_tag) != \
+                (here_minor, tag) and tag in table.pyg_pages.get(here_minor or "", ()):
             new = text.replace(page.group(0), f"data.pyg.org/whl/torch-{here_minor}.0+{tag}.html")
             state.changes.append(f"{text} -> {new} (PyG's page for torch {here_minor} {tag}: owned.yaml pyg_pages; "
-                                 "the file's own CUDA has no build of this torch that runs here)")
+                                 "the file's PyG packages are unpinned or the torch is the same)")
             out.append(new)
             continue
         elif built_torch is not None and (built_torch != here_minor or built_tag != tag):

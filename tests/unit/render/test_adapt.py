@@ -433,7 +433,14 @@ def test_ptcu_wheels_keep_the_files_cuda_when_it_runs_here(machine: str) -> None
 
 @pytest.mark.parametrize("machine", ["a10", "h200_580_159", "gtx_535_104"])
 def test_ptcu_wheels_beside_a_conda_forge_torch_are_refused(machine: str) -> None:
-    err = _refusal("pyg_wheels_conda_forge_torch.yml", machine)
+    from envkit.models import Request
+
+    # by default the torch comes from where the wheels' ABI and CUDA hold (the pytorch channel's 2.4.1, cu121)
+    rendered = _from("pyg_wheels_conda_forge_torch.yml", machine)
+    assert rendered.selection.flavor != "conda-forge" and rendered.selection.cuda == "12.1"
+    assert "torch-scatter==2.1.2+pt24cu121" in rendered.envfile.pip
+    err = _refusal("pyg_wheels_conda_forge_torch.yml", machine, request=Request(flavor="conda-forge"),
+                   flavor_given=True)
     assert "torch-scatter==2.1.2+pt24cu121 (pyg_wheels_conda_forge_torch.yml line 10) is a PyG wheel for the " \
            "pip/pytorch-channel torch 2.4; here torch comes from conda-forge" in err.message
     assert "--flavor pip" in err.hint
@@ -452,3 +459,13 @@ def test_a_requirements_file_pin_that_cannot_hold_is_refused_with_its_line() -> 
     err = _refusal("r_file_torch_local.yml", "a10", request=Request(cuda="12.1"))
     assert err.message.startswith("requirements-torch-cu118.txt line 2 (pip -r in r_file_torch_local.yml line 8) "
                                   "pins torch==2.2.1+cu118, but what runs here is torch==2.2.1+cu121")
+
+
+def test_a_pyg_page_follows_a_moved_torch_when_its_packages_are_unpinned() -> None:
+    from envkit.models import Request
+
+    rendered = _from("pyg_page_unpinned_torch24.yml", "h200_580_159", request=Request(torch="2.6"))
+    sel = rendered.selection
+    assert (sel.torch, sel.cuda) == ("2.6.0", "12.6")  # the file's cu121 has no torch 2.6 build: planned freely
+    assert "-f https://data.pyg.org/whl/torch-2.6.0+cu126.html" in rendered.envfile.pip  # a page pyg_pages lists
+    assert "torch-scatter" in rendered.envfile.pip and "torch-sparse" in rendered.envfile.pip
