@@ -2,11 +2,15 @@
 output) to this machine.
 
 What conda's environment.yml accepts, this accepts (every MatchSpec form, label and URL channels,
-`variables:`, a pip section that is a full requirements file). Only the torch/CUDA stack changes,
-and only when the file has one: the file's torch version is kept (a build of it for this machine's
-driver and GPUs is chosen), its CUDA pins follow that build, and every change is reported. Build
-strings and `prefix:` go (they name the old machine); relative pip paths are made absolute against
-the file's folder, where conda runs pip (conda/env/installers/pip.py: cwd is the file's folder).
+`variables:`, a pip section that is a full requirements file, bare local paths included). Only what
+envkit/compat/owned.yaml owns changes (the torch stack, the old machine's CUDA runtime by exact name,
+PyTorch index lines), and only when the file has torch: its torch, and the CUDA its wheels were built
+for, are kept where they run here. Packages built against one torch or CUDA (owned.yaml `coupled`)
+bind the plan: kept, moved by a sourced table (triton, PyG pages), or the adaptation stops naming
+them. The file's python and CUDA ranges bind the selection. Everything else passes through by name,
+version and channel; build strings go (they name the old machine) except that a CUDA build stays a
+CUDA build (`*cuda*`). Every change is reported as `old -> new (why)`; relative pip paths are made
+absolute against the file's folder, where conda runs pip (conda/env/installers/pip.py).
 """
 
 from __future__ import annotations
