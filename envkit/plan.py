@@ -171,6 +171,16 @@ def _working_versions(req: Request, driver_version: str | None, compute_capabili
     return found
 
 
+def _in_range(version: str, spec: str) -> bool:
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(version) in SpecifierSet(spec)
+    except (InvalidSpecifier, InvalidVersion):
+        return True
+
+
 def _unpublished(exc: Exception) -> bool:
     """A flavor that lacks the version altogether explains less than one whose build does not fit."""
     message = getattr(exc, "message", str(exc))
@@ -183,7 +193,8 @@ def render_env(*, spec: str | None = None, from_file: Path | None = None, name: 
                catalogue_mode: str = "auto", channels: tuple[str, ...] = ()) -> Rendered:
     """A spec (or a colleague's file) + this machine -> environment.yml text."""
     from envkit.render import specs
-    from envkit.render.adapt import adapt, flavor_order, parse_file, request_from
+    from envkit.render.adapt import (adapt, check_torch_text, cuda_ceilings, cuda_where, flavor_order,
+                                     parse_file, python_choices, request_from)
     from envkit.render.build import build_envfile, python_candidates
 
     config = load_file_config().data
@@ -196,21 +207,59 @@ def render_env(*, spec: str | None = None, from_file: Path | None = None, name: 
         chosen: Selection | None = None
         notes: list[str] = []
         if parsed.has_torch or request.torch is not None:
+            if request.torch is None:
+                check_torch_text(parsed)
+                if parsed.torch is None and parsed.coupled_torch:
+                    notes.append(f"torch {parsed.coupled_torch}: the release the file's coupled pins (triton, "
+                                 "+ptXY wheels, a PyG page) were built for; the file's torch line has no pin")
             flavors = (req.flavor,) if flavor_given else flavor_order(parsed, req.torch)
             first: SelectionError | None = None
-            for flavor in flavors:
+            # the file's constraints bind the selection: its python range, and the CUDA its coupled wheels or
+            # tensorflow/jax/cupy need (tried first; envkit/render/adapt.py cuda_ceilings)
+            pythons = python_choices(parsed, request.python)
+            probe = detect(driver_version=driver_version, compute_capabilities=compute_capabilities,
+                           cuda=request.cuda)
+            drv_cuda = probe.cuda_override or (probe.driver.cuda if probe.driver else None)
+            known = tuple(c for c, _v, _s in load().driver_cuda) + tuple(c for c, _v in legacy.load().driver_cuda)
+            ceilings = cuda_ceilings(parsed, req, drv_cuda, known)
+            for cuda, flavor in ((c, f) for c in ceilings for f in flavors):
                 try:
-                    machine, chosen = detect_and_select(replace(req, flavor=flavor), driver_version=driver_version,
-                                                        compute_capabilities=compute_capabilities, catalogue=choice)
+                    machine, chosen = detect_and_select(replace(req, flavor=flavor, cuda=cuda),
+                                                        driver_version=driver_version,
+                                                        compute_capabilities=compute_capabilities,
+                                                        python_candidates=list(pythons), catalogue=choice)
                 except SelectionError as exc:
                     # the explanation that matters comes from a flavor that has the version at all
                     if first is None or (not _unpublished(exc) and _unpublished(first)):
                         first = exc
                     continue
+                if cuda != "auto" and cuda != request.cuda and not parsed.cuda_range and chosen.cuda != cuda:
+                    chosen = None  # the file's wheel CUDA has no build of this torch: nothing to keep, plan freely
+                    continue
                 if flavor != flavors[0]:
                     notes.append(f"torch {chosen.torch} comes from the {flavor} flavor: the {flavors[0]} flavor has no "
                                  "build of it for this machine (the version stays; --flavor chooses)")
+                if cuda != "auto" and cuda != request.cuda:
+                    # the ceiling came from the file, not from a --cuda the user did not pass
+                    chosen = replace(chosen, reasons=tuple(
+                        r.replace(f"requested (--cuda {cuda})", f"from the file (its CUDA-built packages: "
+                                  f"{parsed.cuda_range or parsed.wheel_cuda})") for r in chosen.reasons))
+                    notes.append(f"CUDA {chosen.cuda}: what the file's CUDA-built packages were built for or need "
+                                 f"({parsed.cuda_range or parsed.wheel_cuda}) runs here, so they keep it")
                 break
+            if parsed.cuda_range and (chosen is None or chosen.cuda is None
+                                      or not _in_range(chosen.cuda, parsed.cuda_range)):
+                built = "CPU only" if chosen is None or chosen.cuda is None else f"CUDA {chosen.cuda}"
+                why = first.message if chosen is None and first is not None else f"the build that runs here is {built}"
+                raise SelectionError(
+                    f"{', '.join(parsed.cuda_consumers)} in the file need CUDA {parsed.cuda_range} (their "
+                    f"cudatoolkit/cuda-version line, {cuda_where(parsed)}, binds torch's CUDA too): {why}",
+                    "pass --torch X for a torch with a CUDA build inside that range, or widen the file's "
+                    "cudatoolkit/cuda-version line (and the packages that need it)")
+            if chosen is None and parsed.python_range and first is not None:
+                raise SelectionError(f"python{parsed.python_range} ({parsed.where('python')}) binds the selection: "
+                                     f"{first.message}", first.hint or "widen the file's python range or pass "
+                                     "--python X.Y") from first
             if chosen is None:
                 assert first is not None
                 if req.torch is None:
@@ -228,7 +277,7 @@ def render_env(*, spec: str | None = None, from_file: Path | None = None, name: 
             machine = detect(driver_version=driver_version, compute_capabilities=compute_capabilities,
                              cuda=request.cuda)
         envfile, changes = adapt(parsed, chosen, machine, name=name, mirror=profile, source=str(from_file),
-                                 extra_changes=notes)
+                                 extra_changes=notes, cuda_given=request.cuda != "auto")
         check_name(envfile.name)
         return Rendered(envfile.render(), envfile, chosen, machine, tuple(changes))
     env_spec = specs.load(spec or "dl_train")

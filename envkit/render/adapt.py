@@ -2,11 +2,15 @@
 output) to this machine.
 
 What conda's environment.yml accepts, this accepts (every MatchSpec form, label and URL channels,
-`variables:`, a pip section that is a full requirements file). Only the torch/CUDA stack changes,
-and only when the file has one: the file's torch version is kept (a build of it for this machine's
-driver and GPUs is chosen), its CUDA pins follow that build, and every change is reported. Build
-strings and `prefix:` go (they name the old machine); relative pip paths are made absolute against
-the file's folder, where conda runs pip (conda/env/installers/pip.py: cwd is the file's folder).
+`variables:`, a pip section that is a full requirements file, bare local paths included). Only what
+envkit/compat/owned.yaml owns changes (the torch stack, the old machine's CUDA runtime by exact name,
+PyTorch index lines), and only when the file has torch: its torch, and the CUDA its wheels were built
+for, are kept where they run here. Packages built against one torch or CUDA (owned.yaml `coupled`)
+bind the plan: kept, moved by a sourced table (triton, PyG pages), or the adaptation stops naming
+them. The file's python and CUDA ranges bind the selection. Everything else passes through by name,
+version and channel; build strings go (they name the old machine) except that a CUDA build stays a
+CUDA build (`*cuda*`). Every change is reported as `old -> new (why)`; relative pip paths are made
+absolute against the file's folder, where conda runs pip (conda/env/installers/pip.py).
 """
 
 from __future__ import annotations
@@ -16,8 +20,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from envkit.compat import legacy
-from envkit.compat.select import pip_local
+from envkit.compat import legacy, owned
+from envkit.compat.select import parse_torch_spec, pip_local
 from envkit.errors import InputError, RenderError, UsageError
 from envkit.models import Machine, Request, Selection
 from envkit.prefix.locations import check_name
@@ -31,16 +35,18 @@ CUDA_SPECIFIC = {"pytorch-cuda", "cudatoolkit", "cuda-version", "cpuonly", "pyto
 # What the pytorch channel's pytorch pulls in by itself (its triton build): the selection's pytorch brings its own.
 TORCH_TRANSITIVE = {"torchtriton"}
 # A build string that only says "a CUDA build" (conda-forge's cuda* / *cuda* / cuda120*): kept, not a machine's build.
-_CUDA_SELECTOR_RE = re.compile(r"^\*?cuda[0-9]*\*$")
+_CUDA_SELECTOR_RE = re.compile(r"^\*?(cuda|gpu)[0-9]*\*$")
 # conda-forge metapackages that stand for pytorch itself (pytorch-gpu = pytorch=*=cuda*)
 TORCH_ALIASES = {"pytorch-gpu", "pytorch-cpu"}
 TORCH_CONDA = {"pytorch", "torchvision", "torchaudio"}
 TORCH_PIP = {"torch", "torchvision", "torchaudio"}
-# CUDA runtime libraries (NVIDIA's conda packages and their conda-forge twins): kept, unpinned, so the
-# selection's CUDA line decides their version.
-_CUDA_LIB_RE = re.compile(r"^(cuda-[a-z0-9-]+|libcu[a-z0-9-]+|libnpp[a-z0-9-]*|libnvjpeg[a-z0-9-]*|"
-                          r"libnvjitlink[a-z0-9-]*|cudnn|libcudnn[a-z0-9-]*|nccl|libnccl[a-z0-9-]*|cutensor|"
-                          r"cudatoolkit-dev)$")
+# CUDA runtime libraries (NVIDIA's conda packages and their conda-forge twins), by exact name from
+# envkit/compat/owned.yaml (a pattern such as libcu* would catch libcups and libcurl): kept, unpinned,
+# so the selection's CUDA line decides their version.
+# Frameworks other than torch that use the file's CUDA runtime (owned.yaml `coupled`, kind cuda): a
+# cudatoolkit/cuda-version line they need stays, and its range binds the selection's CUDA.
+CUDA_CONSUMERS = {"tensorflow", "tensorflow-gpu", "jax", "jaxlib", "cupy", "cupy-cuda11x", "cupy-cuda12x",
+                  "cupy-cuda13x"}
 CUDA_CHANNELS = {"pytorch", "nvidia"}  # they only served the CUDA torch stack
 # Packages that exist only for Windows or macOS (conda-forge/defaults feedstocks of these names build
 # no linux-64 package): a `conda env export` from those systems lists them; Linux cannot install them.
@@ -49,6 +55,12 @@ PLATFORM_ONLY = re.compile(r"^(vc|vc14_runtime|vs2015_runtime|vs2017_runtime|ucr
                            r"appnope|pyobjc-.*|libcxxabi|cctools.*|ld64.*|clang_osx-64|gfortran_osx-64)$")
 _PYTORCH_URL_RE = re.compile(r"download\.pytorch\.org")
 _CU_TAG_RE = re.compile(r"(?<![A-Za-z0-9])cu(\d{2,3})(?![0-9])")
+# +ptXYcuNNN: a wheel built for torch X.Y and CUDA NN.N (PyG, owned.yaml pyg_readme)
+_PT_LOCAL_RE = re.compile(r"\+pt(\d)(\d{1,2})(cu\d{2,3}|cpu)\b")
+# data.pyg.org/whl/torch-X.Y.Z+cuNNN.html (owned.yaml pyg_readme)
+_PYG_PAGE_RE = re.compile(r"data\.pyg\.org/whl/torch-(\d+\.\d+)(?:\.\d+)?\+(cu\d{2,3}|cpu)\.html")
+# a build string that marks a CUDA (or GPU) variant of a package that is not torch: mmcv, dgl, tensorflow
+_CUDA_BUILD_RE = re.compile(r"cuda|(?<![a-z])gpu(?![a-z])")
 _LOCAL_RE = re.compile(r"\+(cu\d+|cpu|rocm[\d.]+)$")
 
 
@@ -71,13 +83,37 @@ class Parsed:
     had_prefix: str | None
     folder: Path
     ignored_keys: tuple[str, ...] = ()
+    path: Path | None = None  # the file itself (errors name it and the line)
+    python_range: str | None = None  # a python constraint that is not one version: '>=3.13', '>3.6,<3.9'
+    cuda_consumers: tuple[str, ...] = ()  # tensorflow, jax, cupy...: other users of the file's CUDA runtime
+    cuda_range: str | None = None  # what those consumers need of CUDA (a PEP 440 range), from cudatoolkit/cuda-version
+    wheel_cuda: str | None = None  # the CUDA of the file's +cuNNN / +ptXYcuNNN wheels and pages ('11.8')
+    coupled_torch: str | None = None  # the torch minor the file's coupled pins were built for ('2.2')
+
+    def where(self, text: str) -> str:
+        """'FILE line N' for the first line of the file holding `text` (as written)."""
+        if self.path is None:
+            return "the file"
+        try:
+            lines = self.path.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            return str(self.path)
+        needle = text.strip()
+        for number, line in enumerate(lines, 1):
+            if needle and needle in line:
+                return f"{self.path.name} line {number}"
+        return self.path.name
 
 
 def _version_text(spec: CondaSpec) -> str | None:
-    """A conda version constraint as a --torch value: '=1.12' -> '1.12', '>=1.7' as is."""
+    """A conda version constraint as a --torch value: '=1.12' -> '1.12', '>=1.7' as is, conda's
+    wildcard '2.*' -> '==2.*' (every 2.x: conda's MatchSpec, "version" glob), '2.1.*' -> '2.1'."""
     v = spec.version.strip()
     if not v or v in ("*", "=*"):
         return None
+    wild = re.fullmatch(r"=?=?([0-9]+)\.?\*", v)
+    if wild:
+        return f"=={wild.group(1)}.*"
     if v.startswith("==") or (v.startswith("=") and not v.startswith("==")):
         v = v.lstrip("=")
     v = v.rstrip("*").rstrip(".")
@@ -127,9 +163,11 @@ def parse_file(path: Path) -> Parsed:
     channels = raw.get("channels") or []
     if not isinstance(channels, list):
         raise RenderError(f"{path}: 'channels' must be a list", "fix the file")
-    torch = python = None
+    torch = python = python_range = None
     from_pip = has_torch = False
     uses_pytorch = any(str(c).rstrip("/").endswith("pytorch") for c in channels)
+    consumers: list[str] = []
+    cuda_pins: list[CondaSpec] = []
     for _raw, spec in conda:
         if spec.name in ("pytorch", *TORCH_ALIASES):
             has_torch = True
@@ -138,20 +176,30 @@ def parse_file(path: Path) -> Parsed:
             has_torch = True
         if spec.name == "python" and spec.exact_version:
             python = ".".join(spec.exact_version.split(".")[:2])
+        elif spec.name == "python" and spec.version.strip():
+            python_range = spec.version.strip()
         if spec.channel.split("/")[0] == "pytorch":
             uses_pytorch = True
+        if owned.normalise(spec.name) in CUDA_CONSUMERS and spec.name not in consumers:
+            consumers.append(spec.name)
+        if spec.name in ("cudatoolkit", "cuda-version") and spec.version.strip():
+            cuda_pins.append(spec)
     for line in pip:
         if line.name.lower() in TORCH_PIP and not line.option:
             has_torch = True
             if line.name.lower() == "torch":
                 from_pip = True
                 torch = torch or _pip_version_text(line)
+        if not line.option and owned.normalise(line.name) in CUDA_CONSUMERS and _wants_cuda(line) \
+                and line.name not in consumers:
+            consumers.append(line.name)
     if not has_torch:
-        # `- -r requirements.txt` holding the torch pin is a common shape: pip installs it, so it is the file's torch
+        # `- -r requirements.txt` holding torch is a common shape: pip installs it, so it is the file's torch
+        # (pinned or not: an unpinned torch from PyPI is a CUDA build this driver may not run)
         nested = _nested_pins(tuple(pip), path.resolve().parent)
         if "torch" in nested:
             has_torch = from_pip = True
-            torch = nested["torch"]
+            torch = nested["torch"] or None
     prefix = raw.get("prefix")
     name = raw.get("name")
     ignored = tuple(sorted(str(k) for k in raw if k not in ("name", "channels", "dependencies", "variables",
@@ -161,7 +209,76 @@ def parse_file(path: Path) -> Parsed:
                   pip=tuple(line.text for line in pip), pip_lines=tuple(pip),
                   variables=check_variables(raw.get("variables"), f"{path}: variables"), torch=torch,
                   python=python, torch_from_pip=from_pip, has_torch=has_torch, uses_pytorch_channel=uses_pytorch,
-                  had_prefix=str(prefix) if prefix else None, folder=path.resolve().parent, ignored_keys=ignored)
+                  had_prefix=str(prefix) if prefix else None, folder=path.resolve().parent, ignored_keys=ignored,
+                  path=path, python_range=python_range, cuda_consumers=tuple(consumers),
+                  cuda_range=_cuda_range(cuda_pins) if consumers else None,
+                  wheel_cuda=_wheel_cuda(pip, path.resolve().parent), coupled_torch=_coupled_torch(pip))
+
+
+def _wants_cuda(line: PipLine) -> bool:
+    """A pip line of tensorflow/jax/cupy that uses a CUDA runtime: jax[cuda12], tensorflow[and-cuda],
+    cupy-cuda11x; jax[cuda12] brings NVIDIA's wheels itself, but a `_local` extra and cupy use the env's."""
+    name = owned.normalise(line.name)
+    # tensorflow's pip wheels load the CUDA libraries they find (tensorflow.org/install/pip) unless [and-cuda]
+    return name.startswith(("cupy", "tensorflow")) or "cuda" in line.arg.lower()
+
+
+def _cuda_range(pins: list[CondaSpec]) -> str | None:
+    """The file's cudatoolkit / cuda-version constraints as one PEP 440 range over CUDA versions.
+    cudatoolkit exists for CUDA <= 11.8 only (conda-forge cudatoolkit-feedstock; CUDA 12 is split into
+    cuda-* packages), so a cudatoolkit line also means < 12."""
+    parts: list[str] = []
+    for spec in pins:
+        text = spec.version.strip()
+        exact = spec.exact_version
+        if exact:
+            major_minor = ".".join(exact.split(".")[:2])
+            parts.append(f"=={major_minor}.*")
+        else:
+            parts += [p for p in text.replace(" ", "").split(",") if re.fullmatch(r"(>=|<=|>|<|!=|==)[0-9.*]+", p)]
+        if spec.name == "cudatoolkit":
+            parts.append("<12")
+    return ",".join(dict.fromkeys(parts)) or None
+
+
+def _wheel_cuda(lines: list[PipLine], folder: Path) -> str | None:
+    """The CUDA the file's CUDA-tagged pip lines were built for (+cu118 locals, +pt22cu118, pyg/mmcv/dgl pages)."""
+    for line in lines:
+        if _PYTORCH_URL_RE.search(line.text):
+            continue
+        match = _CU_TAG_RE.search(line.text)
+        if match and owned.load().nvidia_major(line.name) is None:
+            return _tag_cuda("cu" + match.group(1))
+    for line, _path, text in _nested_files(tuple(lines), folder):
+        for raw in text.splitlines():  # a -r file's torch==X+cuNNN: the CUDA the environment was built for
+            match = _NESTED_PIN_RE.match(raw)
+            if line.option == "-r" and match and match.group(4) and _CU_TAG_RE.search(match.group(4)):
+                return _tag_cuda(match.group(4)[1:])
+    return None
+
+
+def _tag_cuda(tag: str) -> str:
+    """'cu118' -> '11.8', 'cu92' -> '9.2'."""
+    digits = tag[2:]
+    return f"{digits[:-1]}.{digits[-1]}"
+
+
+def _coupled_torch(lines: list[PipLine]) -> str | None:
+    """The torch minor the file's coupled pins were built for: +ptXY locals, a pyg page, a triton pin."""
+    table = owned.load()
+    for line in lines:
+        pt = _PT_LOCAL_RE.search(line.text)
+        if pt:
+            return f"{pt.group(1)}.{pt.group(2)}"
+        page = _PYG_PAGE_RE.search(line.text)
+        if page:
+            return page.group(1)
+        if owned.normalise(line.name) == "triton":
+            version = _pip_version_text(line)
+            found = [minor for minor, triton in table.triton.items() if triton == version]
+            if len(found) == 1:
+                return found[0]
+    return None
 
 
 def flavor_order(parsed: Parsed, torch: str | None) -> tuple[str, ...]:
@@ -181,8 +298,9 @@ def default_flavor(parsed: Parsed, torch: str | None) -> str:
 
 
 def request_from(parsed: Parsed, request: Request, flavor_given: bool) -> Request:
-    """The file's torch (as pinned) and python carry over unless the command line says otherwise."""
-    torch = request.torch or parsed.torch
+    """The file's torch (as pinned) and python carry over unless the command line says otherwise; an
+    unpinned torch takes the release the file's coupled pins were built for (triton==2.2.0: torch 2.2)."""
+    torch = request.torch or parsed.torch or parsed.coupled_torch
     flavor = request.flavor if flavor_given else default_flavor(parsed, torch)
     return Request(cuda=request.cuda, torch=torch, python=request.python or parsed.python, flavor=flavor,
                    no_driver_check=request.no_driver_check)
@@ -279,14 +397,6 @@ def _index_lines(sel: Selection) -> list[str]:
     return [f"--extra-index-url {sel.pip_index_url}"]
 
 
-def _rewrite_cu(text: str, sel: Selection) -> str:
-    """Other projects' CUDA-tagged wheel pages and pins (PyG, DGL, ...) follow the selection's CUDA."""
-    tag = cu_tag(sel)
-    out = _CU_TAG_RE.sub(tag, text)
-    # PyG's pages name the torch release too: data.pyg.org/whl/torch-1.12.0+cu113.html
-    return re.sub(r"(data\.pyg\.org/whl/torch-)[0-9.]+\+", lambda m: f"{m.group(1)}{sel.torch}+", out)
-
-
 @dataclass
 class _Adapting:
     """What adapt() learns from the file as it goes: the changes said so far (in order, one line each) and
@@ -296,13 +406,16 @@ class _Adapting:
     wanted: set[str] = field(default_factory=set)  # pytorch, torchvision, torchaudio named in the file
     file_versions: dict[str, str] = field(default_factory=dict)
     file_locals: dict[str, str] = field(default_factory=dict)  # pip pins with a +cuXYZ/+cpu local version, as written
+    consumers: tuple[str, ...] = ()  # tensorflow/jax/cupy: other users of the file's CUDA runtime
 
 
 def adapt(parsed: Parsed, sel: Selection | None, machine: Machine, *, name: str | None, mirror: Mirror | None,
-          source: str, extra_changes: list[str] | None = None) -> tuple[EnvFile, list[str]]:
+          source: str, extra_changes: list[str] | None = None, cuda_given: bool = False
+          ) -> tuple[EnvFile, list[str]]:
     """The adapted file and the list of changes (each one line, version changes as 'a -> b (why)')."""
-    state = _Adapting(list(extra_changes or []))
+    state = _Adapting(list(extra_changes or []), consumers=parsed.cuda_consumers)
     env_name = _name_and_keys(parsed, name, source, state.changes)
+    _nvidia_check(parsed, machine)
     kept = _conda_lines(parsed, sel, machine, state)
     pip_kept, resolved = _pip_lines(parsed, sel, mirror, state)
     if sel is not None:
@@ -310,7 +423,8 @@ def adapt(parsed: Parsed, sel: Selection | None, machine: Machine, *, name: str 
         for pkg, version in _nested_pins(parsed.pip_lines, parsed.folder).items():
             key = "pytorch" if pkg == "torch" else pkg
             state.wanted.add(key)  # the -r file's torchvision must be this machine's build too
-            state.file_versions.setdefault(key, version)
+            if version:
+                state.file_versions.setdefault(key, version)
     channels, channel_changes = _channels(parsed, sel, mirror, source)
     state.changes += channel_changes
     torch_conda: list[str] = []
@@ -318,6 +432,7 @@ def adapt(parsed: Parsed, sel: Selection | None, machine: Machine, *, name: str 
     deps: list[str] = []
     if sel is not None:
         sel, torch_conda, torch_pip = _torch_stack(parsed, sel, state)
+        pip_kept = _couplings(parsed, sel, cuda_given, state, pip_kept, kept)
         deps = [f"python={sel.python}", *torch_conda]
     deps += [k for k in kept if k not in deps]
     pip = _pip_section(sel, mirror, torch_pip, pip_kept)
@@ -357,9 +472,18 @@ def _conda_lines(parsed: Parsed, sel: Selection | None, machine: Machine, state:
             if adjusted is None:
                 continue
             spec = adjusted
-        elif original.name == "cudatoolkit" and original.exact_version:
-            _driver_note(original, machine, state.changes)
-        if spec.build and not _is_cuda_selector(spec):
+        elif original.name in ("cudatoolkit", "cuda-version", "pytorch-cuda") and original.exact_version:
+            _driver_check(parsed, raw, original, machine)
+        if spec.build and not _is_cuda_selector(spec) and _CUDA_BUILD_RE.search(spec.build) \
+                and spec.name not in owned.load().conda_cuda_runtime:
+            # a CUDA build of a package torch does not own (mmcv, dgl, tensorflow from an export): the hash
+            # names the old machine, but "a CUDA build" is the file's intent; without it a solver may pick CPU
+            marker = "*cuda*" if "cuda" in spec.build else "*gpu*"
+            new_spec = replace(spec, build=marker)
+            state.changes.append(f"{raw} -> {new_spec.render()} (a CUDA build in the export: any CUDA build of "
+                                 "that version here, never a CPU one)")
+            spec = new_spec
+        elif spec.build and not _is_cuda_selector(spec):
             builds_dropped.append(spec.name)
             spec = replace(spec, build="")
         text = spec.render()
@@ -388,6 +512,12 @@ def _against_selection(raw: str, spec: CondaSpec, sel: Selection, state: _Adapti
             state.changes.append(f"replaced {raw} with pytorch (the selection picks the CUDA build)")
         return None
     if spec.name in CUDA_SPECIFIC:
+        if spec.name in ("cudatoolkit", "cuda-version") and state.consumers and spec.version.strip() \
+                and not any(parse_conda_spec(s).name == spec.name for s in sel.specs):
+            # tensorflow/jax/cupy in the same file use this runtime: it stays (the selection was made inside it)
+            state.changes.append(f"kept {raw} ({', '.join(state.consumers)} in the file use that CUDA runtime; "
+                                 f"torch's CUDA {sel.cuda} is inside it)")
+            return spec
         _cuda_pin_change(raw, spec, sel, state.changes)
         return None
     if spec.name in TORCH_TRANSITIVE:
@@ -395,7 +525,11 @@ def _against_selection(raw: str, spec: CondaSpec, sel: Selection, state: _Adapti
         return None
     if spec.name == "python":
         old = spec.exact_version or raw
-        if not old.startswith(sel.python):
+        if spec.exact_version is None and spec.version.strip():
+            # a range: the selection was made inside it (plan.render_env), so the file's line holds
+            state.changes.append(f"python {spec.version.strip()} -> {sel.python} (inside the file's range; "
+                                 f"{_python_why(sel)})")
+        elif not old.startswith(sel.python):
             state.changes.append(f"python {old} -> {sel.python} ({_python_why(sel)})")
         return None
     if spec.channel and spec.channel.split("/")[0] in CUDA_CHANNELS and \
@@ -403,12 +537,12 @@ def _against_selection(raw: str, spec: CondaSpec, sel: Selection, state: _Adapti
         state.changes.append(f"dropped the {spec.channel}:: prefix of {raw} (the selection does not use "
                              f"that channel)")
         spec = replace(spec, channel="")
-    if _CUDA_LIB_RE.match(spec.name) and spec.build:
+    if spec.name in owned.load().conda_cuda_runtime and spec.build:
         # from `conda env export`: a transitive part of the old CUDA stack; the selection brings its own
         state.changes.append(f"removed {raw} (CUDA runtime library of the old machine; the selection brings "
                              "its own)")
         return None
-    if _CUDA_LIB_RE.match(spec.name) and spec.version:
+    if spec.name in owned.load().conda_cuda_runtime and spec.version:
         state.changes.append(f"unpinned {raw} -> {spec.name} (its CUDA version follows the selection)")
         spec = replace(spec, version="")
     return spec
@@ -446,12 +580,8 @@ def _pip_lines(parsed: Parsed, sel: Selection | None, mirror: Mirror | None,
             if new_arg != line.arg:
                 text = text.replace(line.arg, new_arg, 1)
                 resolved = True
-        if sel is not None and not _PYTORCH_URL_RE.search(text) and _CU_TAG_RE.search(text):
-            new = _rewrite_cu(text, sel)
-            if new != text:
-                state.changes.append(f"pip line {text} -> {new} (CUDA-tagged wheels follow the selection's "
-                                     f"{cu_tag(sel)})")
-                text = new
+        # CUDA-tagged lines of other projects are never rewritten (a rewritten wheel page or name need not
+        # exist): they bind the plan instead, checked in _couplings
         if text not in pip_kept:
             pip_kept.append(text)
     if resolved:
@@ -507,7 +637,8 @@ def _header(parsed: Parsed, sel: Selection | None, machine: Machine, source: str
     return header
 
 
-_NESTED_PIN_RE = re.compile(r"^\s*(torch|torchvision|torchaudio)\s*(==|===)\s*([0-9][^\s;#+]*)")
+_NESTED_PIN_RE = re.compile(r"^\s*(torch|torchvision|torchaudio)\s*(==|===)\s*([0-9][^\s;#+]*)(\+[A-Za-z0-9.]+)?")
+_NESTED_NAME_RE = re.compile(r"^\s*(torch|torchvision|torchaudio)\s*(?:[<>!~=;#\[]|$)")
 
 
 def _nested_files(lines: tuple[PipLine, ...], folder: Path) -> list[tuple[PipLine, Path, str]]:
@@ -533,6 +664,8 @@ def _nested_pins(lines: tuple[PipLine, ...], folder: Path) -> dict[str, str]:
                 match = _NESTED_PIN_RE.match(raw)
                 if match:
                     pins.setdefault(match.group(1), match.group(3))
+                elif _NESTED_NAME_RE.match(raw):  # named without an exact pin: '' (pip picks PyPI's newest)
+                    pins.setdefault(_NESTED_NAME_RE.match(raw).group(1), "")  # type: ignore[union-attr]
     return pins
 
 
@@ -543,11 +676,25 @@ def _nested_torch_pins(parsed: Parsed, sel: Selection) -> list[str]:
         for raw in text.splitlines():
             match = _NESTED_PIN_RE.match(raw)
             if not match:
+                named = _NESTED_NAME_RE.match(raw)
+                if named and _pairs(sel).get(named.group(1)) is not None:
+                    notes.append(f"{path.name} (pip {line.option}) names {raw.strip()} without an exact pin: the "
+                                 f"{named.group(1)}=={_pairs(sel)[named.group(1)]} line above (this machine's "
+                                 "build) satisfies it, so pip takes no PyPI build of it")
                 continue
             want = _pairs(sel).get(match.group(1))
-            if want is not None and match.group(3) != want:
-                notes.append(f"note: {path.name} (pip {line.option}) pins {match.group(0).strip()}, but this "
-                             f"machine gets {match.group(1)} {want}: pip will refuse the pair; edit that line")
+            ours = next((p.split("==", 1)[1] for p in sel.pip_specs if p.startswith(f"{match.group(1)}==")), want)
+            # PEP 440: '==1.12.1' admits 1.12.1+cu116, but '==1.12.1+cu113' admits only that local build
+            local_clash = bool(match.group(4)) and ours is not None and f"{match.group(3)}{match.group(4)}" != ours
+            if want is not None and (match.group(3) != want or local_clash):
+                number = text.splitlines().index(raw) + 1
+                raise RenderError(
+                    f"{path.name} line {number} (pip {line.option} in {parsed.where(line.text)}) pins "
+                    f"{match.group(0).strip()}, but what runs here is {match.group(1)}=={ours}: pip refuses two "
+                    "different pins of one package, and envkit does not rewrite a file it did not write",
+                    f"edit that line of {path.name} to {match.group(1)}=={match.group(3)}"
+                    f"{' (no local version)' if match.group(4) else ''}, or pass --torch/--cuda for a build "
+                    "that matches it")
             elif want is not None:
                 notes.append(f"{path.name} (pip {line.option}) pins {match.group(0).strip()}: pip takes "
                              f"this machine's {match.group(1)}=={want} build for it")
@@ -575,20 +722,27 @@ def _cuda_pin_change(raw: str, spec: CondaSpec, sel: Selection, changes: list[st
     changes.append(f"removed {raw} (CUDA-specific; the selection uses {instead})")
 
 
-def _driver_note(spec: CondaSpec, machine: Machine, changes: list[str]) -> None:
-    """A torch-free file keeps its cudatoolkit; say when this driver is too old for it."""
+def _driver_check(parsed: Parsed, raw: str, spec: CondaSpec, machine: Machine) -> None:
+    """A torch-free file keeps its CUDA pin only where this driver runs it. Within a CUDA major a newer
+    runtime runs on an older driver of the same major (NVIDIA minor version compatibility, data.yaml
+    nv_mvc; conda-forge's cuda-version X.Y asks only __cuda >= X: cf_cuda_version); across majors it does
+    not, and moving the major would change every CUDA package's ABI: stop and say so."""
     from packaging.version import InvalidVersion, Version
 
     drv = machine.driver
-    if drv is None or not drv.cuda or not spec.exact_version:
+    if drv is None or not drv.cuda or not spec.exact_version or machine.cuda_override is not None:
         return
     try:
         want, have = Version(spec.exact_version), Version(drv.cuda)
     except InvalidVersion:
         return
     if want.major > have.major:
-        changes.append(f"note: cudatoolkit {spec.exact_version} needs a driver for CUDA {want.major}.x; "
-                       f"driver {drv.version} supports CUDA {drv.cuda}")
+        raise RenderError(
+            f"{raw} ({parsed.where(raw)}) cannot run here: CUDA {want.major}.x needs a driver for CUDA "
+            f"{want.major} (NVIDIA's driver table, envkit/compat/data.yaml driver_cuda); driver {drv.version} "
+            f"supports CUDA {drv.cuda}",
+            f"change that line to {spec.name}={have.major}.{have.minor} (the newest this driver runs, if every "
+            f"CUDA package in the file has a CUDA {have.major} build), or update the NVIDIA driver")
 
 
 def _version_changes(file_versions: dict[str, str], sel: Selection) -> list[str]:
@@ -643,3 +797,218 @@ def _channels(parsed: Parsed, sel: Selection | None, mirror: Mirror | None, sour
         channels = list(apply_channels(tuple(channels), mirror))
         changes.append(f"channels written as {mirror.name} mirror URLs")
     return channels, changes
+
+
+def _minor(version: str | None) -> str | None:
+    match = re.match(r"^(\d+)\.(\d+)", version or "")
+    return f"{match.group(1)}.{match.group(2)}" if match else None
+
+
+def _nvidia_check(parsed: Parsed, machine: Machine) -> None:
+    """nvidia-<lib>-cuNN wheels (owned.yaml nvidia_pypi: NN is the CUDA major) run on a driver of CUDA
+    NN or newer; they are never renamed (a name envkit writes must exist)."""
+    from packaging.version import InvalidVersion, Version
+
+    drv = machine.driver
+    if drv is None or not drv.cuda or machine.cuda_override is not None:
+        return
+    try:
+        have = Version(drv.cuda).major
+    except InvalidVersion:
+        return
+    for line in parsed.pip_lines:
+        major = owned.load().nvidia_major(line.name) if not line.option else None
+        if major is not None and int(major) > have:
+            raise RenderError(f"{line.text} ({parsed.where(line.text)}) is a CUDA {major} runtime wheel: driver "
+                              f"{drv.version} supports CUDA {drv.cuda} (NVIDIA's driver table, "
+                              "envkit/compat/data.yaml driver_cuda)",
+                              f"remove that line (torch's wheels bring their own CUDA libraries), use its -cu{have} "
+                              "build if the project publishes one, or update the NVIDIA driver")
+
+
+def _couplings(parsed: Parsed, sel: Selection, cuda_given: bool, state: _Adapting, pip_kept: list[str],
+               conda_kept: list[str]) -> list[str]:
+    """Packages built against one torch or CUDA (owned.yaml `coupled`) against the torch stack chosen
+    here: kept when they match, a triton pin moved to the one the new torch requires (owned.yaml
+    triton), otherwise stop and name the coupling with the options that keep it valid. The pip lines kept."""
+    table = owned.load()
+    file_minor = _minor(parsed.torch) if parsed.torch and parsed.torch[:1].isdigit() else None
+    file_minor = file_minor or parsed.coupled_torch
+    here_minor = _minor(sel.torch)
+    moved = file_minor is not None and file_minor != here_minor
+    tag = cu_tag(sel)
+    problems: list[str] = []
+    options: list[str] = []
+    out: list[str] = []
+
+    pyg = {"torch-scatter", "torch-sparse", "torch-cluster", "torch-spline-conv", "pyg-lib"}
+    pyg_pinned = any(owned.normalise(p.name) in pyg and re.search(r"===?\s*[0-9]", p.arg) for p in parsed.pip_lines)
+
+    def option(text: str) -> None:
+        if text not in options:
+            options.append(text)
+
+    for text in pip_kept:
+        line = parse_pip_line(text)
+        where = parsed.where(line.arg or text)
+        if _PYTORCH_URL_RE.search(text) or table.nvidia_major(line.name) is not None:
+            out.append(text)
+            continue
+        pt = _PT_LOCAL_RE.search(text)
+        page = _PYG_PAGE_RE.search(text)
+        built_torch = f"{pt.group(1)}.{pt.group(2)}" if pt else (page.group(1) if page else None)
+        built_tag = pt.group(3) if pt else (page.group(2) if page else None)
+        if built_torch is not None and sel.flavor == "conda-forge":
+            problems.append(f"{text} ({where}) is a PyG wheel for the pip/pytorch-channel torch {built_torch}; "
+                            "here torch comes from conda-forge, built with another C++ ABI (owned.yaml pyg_readme)")
+            option("--flavor pip")
+        elif page and not pt and (built_torch == here_minor or not pyg_pinned) and (built_torch, built_tag) != \
+                (here_minor, tag) and tag in table.pyg_pages.get(here_minor or "", ()):
+            new = text.replace(page.group(0), f"data.pyg.org/whl/torch-{here_minor}.0+{tag}.html")
+            state.changes.append(f"{text} -> {new} (PyG's page for torch {here_minor} {tag}: owned.yaml pyg_pages; "
+                                 "the file's PyG packages are unpinned or the torch is the same)")
+            out.append(new)
+            continue
+        elif built_torch is not None and (built_torch != here_minor or built_tag != tag):
+            problems.append(f"{text} ({where}) was built for torch {built_torch} {built_tag}; here: torch "
+                            f"{sel.torch} {tag}")
+        other = None if built_tag else _CU_TAG_RE.search(text)
+        if other and "cu" + other.group(1) != tag:
+            problems.append(f"{text} ({where}) was built for CUDA {_tag_cuda('cu' + other.group(1))}; here: "
+                            f"{tag}")
+        mm = re.search(r"/torch(\d+\.\d+)(?:\.\d+)?/", text)
+        if mm and mm.group(1) != here_minor:
+            problems.append(f"{text} ({where}) serves wheels for torch {mm.group(1)}; here: torch {sel.torch}")
+        pinned = not line.option and re.search(r"(===?|~=)\s*[0-9]", line.arg) is not None
+        if moved and pinned and table.coupling(line.name) == "torch" and not pt:
+            new_triton = table.triton.get(here_minor or "")
+            if table.coupling(line.name) == "torch" and owned.normalise(line.name) == "triton" and new_triton:
+                new = f"{line.name}=={new_triton}"
+                state.changes.append(f"{text} -> {new} (the triton torch {sel.torch} requires: owned.yaml "
+                                     "triton, from pytorch's triton_version.txt)")
+                out.append(new)
+                continue
+            problems.append(f"{text} ({where}) is built against torch {file_minor} "
+                            f"(owned.yaml {table.coupled_src.get(owned.normalise(line.name), 'coupled')}); "
+                            f"torch moves to {sel.torch} here")
+        out.append(text)
+    if moved:
+        for text in conda_kept:
+            spec = parse_conda_spec(text)
+            if table.coupling(spec.name) == "torch" and spec.exact_version:
+                problems.append(f"{text} ({parsed.where(text)}) is built against torch {file_minor}; torch moves "
+                                f"to {sel.torch} here")
+    if problems:
+        if moved:
+            option(f"--torch {file_minor} (the torch these pins were built for)")
+        if parsed.wheel_cuda and parsed.wheel_cuda != sel.cuda and cuda_given:
+            # only when --cuda chose another CUDA: under 'auto' the file's own CUDA was tried first and failed
+            option(f"--cuda {parsed.wheel_cuda} (the CUDA these wheels were built for, if a build of this torch "
+                   "for it runs here)")
+        raise RenderError("the file's packages built for one torch/CUDA do not fit the torch stack chosen here "
+                          f"(torch {sel.torch}, {tag}, {sel.flavor}): " + "; ".join(problems),
+                          ("options that keep them valid: " + "; ".join(options) + "; or edit those lines")
+                          if options else "edit those lines to builds for this torch and CUDA")
+    return out
+
+
+# Python minors envkit may pick, in order of preference (the spec builder's order, envkit/render/build.py).
+_PYTHONS = ("3.12", "3.11", "3.13", "3.10", "3.14", "3.9", "3.8", "3.7", "3.6")
+
+
+def conda_admits(constraint: str, version: str) -> bool:
+    """Whether a conda version constraint admits `version` (conda's MatchSpec version syntax: '|' or,
+    ',' and, '=X' and a bare 'X' fuzzy (X.*), '==X' exact, globs '3.8.*')."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        wanted = Version(version)
+    except InvalidVersion:
+        return False
+    for group in constraint.replace(" ", "").split("|"):
+        parts = []
+        for part in group.split(","):
+            if not part or part == "*":
+                continue
+            if re.fullmatch(r"=?[0-9][0-9.]*\*?", part):  # '=3.8', '3.8', '3.8*', '3.8.*': fuzzy
+                part = "==" + part.lstrip("=").rstrip("*").rstrip(".") + ".*"
+            parts.append(part)
+        try:
+            if wanted in SpecifierSet(",".join(parts)):
+                return True
+        except InvalidSpecifier:
+            return False
+    return False
+
+
+def python_choices(parsed: Parsed, cli_python: str | None) -> list[str | None]:
+    """The pythons the file's python constraint admits (a range binds the selection); [None] without one."""
+    if cli_python or not parsed.python_range:
+        return [cli_python or parsed.python]
+    found = [p for p in _PYTHONS if any(conda_admits(parsed.python_range, f"{p}.{z}") for z in range(0, 30))]
+    if not found:
+        raise RenderError(f"python{parsed.python_range} ({parsed.where('python')}) admits no python that torch "
+                          f"has builds for ({', '.join(sorted(_PYTHONS))})",
+                          "widen the file's python constraint, or pass --python X.Y")
+    return list(found)
+
+
+def cuda_ceilings(parsed: Parsed, request: Request, driver_cuda: str | None,
+                  known: tuple[str, ...]) -> list[str]:
+    """CUDA levels to plan for, first choice first: the file's own (its CUDA-tagged wheels were built for
+    it; tensorflow/jax/cupy need their cudatoolkit range), then whatever this driver runs ('auto')."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import Version
+
+    if request.cuda != "auto" or not driver_cuda:
+        return [request.cuda]
+    tries: list[str] = []
+    if parsed.cuda_range:
+        try:
+            allowed = SpecifierSet(parsed.cuda_range)
+        except InvalidSpecifier:
+            allowed = SpecifierSet()
+        inside = [c for c in known if Version(c) in allowed and Version(c) <= Version(driver_cuda)]
+        if not inside:
+            raise RenderError(
+                f"{', '.join(parsed.cuda_consumers)} in the file need CUDA {parsed.cuda_range} (their cudatoolkit/"
+                f"cuda-version line, {cuda_where(parsed)}); this driver supports CUDA {driver_cuda}",
+                "update the NVIDIA driver, or change that line and the packages that need it")
+        return [max(inside, key=Version)]  # the selection must stay inside the range: no 'auto' fallback
+    if parsed.wheel_cuda and Version(parsed.wheel_cuda) <= Version(driver_cuda):
+        tries.append(parsed.wheel_cuda)
+    return [*tries, "auto"]
+
+
+def cuda_where(parsed: Parsed) -> str:
+    line = next((r for r, s in zip(parsed.conda, parsed.specs) if s.name in ("cudatoolkit", "cuda-version")), "")
+    return parsed.where(line) if line else "the file"
+
+
+def check_torch_text(parsed: Parsed) -> None:
+    """The file's torch pin as the ecosystem writes it; a nightly or pre-release cannot be selected (the
+    catalogue holds releases): stop, naming the file and line, never a flag the user did not pass."""
+    from packaging.version import InvalidVersion, Version
+
+    text = parsed.torch
+    if not text:
+        return
+    try:
+        parse_torch_spec(text)
+        return
+    except UsageError:
+        pass
+    line = next((r for r in (*parsed.conda, *parsed.pip) if text in r), text)
+    try:
+        version = Version(text.lstrip("=<>!~"))
+    except InvalidVersion:
+        version = None
+    if version is not None and (version.is_prerelease or version.is_devrelease):
+        release = f"{version.major}.{version.minor}"
+        raise RenderError(f"{line} ({parsed.where(line)}) is a nightly or pre-release torch: envkit selects among "
+                          "released builds (the catalogue has no nightlies)",
+                          f"pass --torch {release} for the {release} release line, or install that nightly by "
+                          "hand after creating the environment")
+    raise RenderError(f"{line} ({parsed.where(line)}): {text!r} is not a torch version or range envkit can select",
+                      "pass --torch X.Y, or write the pin as X.Y, X.Y.Z, X.* or a range such as >=2.1,<3")

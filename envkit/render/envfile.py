@@ -258,6 +258,12 @@ def parse_pip_line(text: Any, where: str = "pip") -> PipLine:
         return PipLine(value, "", req, _requirement_name(req), local and not req.startswith("file:"))
     from packaging.requirements import InvalidRequirement, Requirement
 
+    if " @ " not in req and ";" not in req and _looks_like_path(req):
+        # pip takes a bare path as a local project or archive (pip/_internal/req/constructors.py,
+        # _looks_like_path / is_archive_file: a path separator, a leading '.', or an archive name):
+        # submodules/simple-knn, .[vis], dist/pkg-1.0-py3-none-any.whl
+        _check_arg(req, "requirement path", where)
+        return PipLine(value, "", req, _requirement_name("/" + req), True)
     try:
         parsed = Requirement(req)
     except InvalidRequirement as exc:
@@ -266,6 +272,15 @@ def parse_pip_line(text: Any, where: str = "pip") -> PipLine:
     if parsed.url:
         _check_arg(parsed.url, "requirement URL", where)
     return PipLine(value, "", req, parsed.name)
+
+
+_ARCHIVE_RE = re.compile(r"\.(whl|tar\.gz|tgz|tar\.bz2|tbz|tar\.xz|txz|tar|zip)$")
+
+
+def _looks_like_path(req: str) -> bool:
+    """pip's test for a requirement that is a path, not a name (a name never holds '/' or starts with '.')."""
+    head = req.split("[", 1)[0]
+    return "/" in head or head.startswith(".") or bool(_ARCHIVE_RE.search(head))
 
 
 def check_pip_line(text: Any, where: str = "pip") -> str:

@@ -30,7 +30,9 @@ FILES = sorted(p.name for p in CORPUS.glob("*.yml"))
 # The torch/CUDA stack: the only packages adaptation may replace or drop.
 STACK = {"pytorch", "pytorch-gpu", "pytorch-cpu", "torchvision", "torchaudio", "pytorch-cuda", "cudatoolkit",
          "cuda-version", "cpuonly", "pytorch-mutex", "torchtriton", "python", "torch"}
-CUDA_LIB = re.compile(r"^(cuda-[a-z0-9-]+|libcu[a-z0-9-]+|libnpp[a-z0-9-]*|libnvjpeg[a-z0-9-]*|cudnn|nccl)$")
+# The CUDA runtime packages adaptation may drop: exact names from envkit/compat/owned.yaml (libcups is not one)
+CUDA_LIB = re.compile("^(" + "|".join(re.escape(n) for n in __import__("envkit.compat.owned", fromlist=["load"])
+                                      .load().conda_cuda_runtime) + ")$")
 PLATFORM_ONLY = re.compile(r"^(vc|vs2015_runtime|ucrt|m2w64-.*|wincertstore|appnope)$")
 
 
@@ -120,7 +122,7 @@ def test_corpus_file_adapts_or_explains(name: str, machine: str, tmp_path: Path)
     deps = spec.dependencies["linux-64"]
     for dep in deps:
         if dep.manager == "conda" and getattr(dep, "build", None):
-            assert re.fullmatch(r"\*?cuda[0-9]*\*", dep.build), f"build string left: {dep.name} {dep.build}"
+            assert re.fullmatch(r"\*?(cuda|gpu)[0-9]*\*", dep.build), f"build string left: {dep.name} {dep.build}"
     sel = rendered.selection
     out_conda, out_pip = _names(data)
     in_conda, in_pip = _names(source)
@@ -138,6 +140,14 @@ def test_corpus_file_adapts_or_explains(name: str, machine: str, tmp_path: Path)
         assert in_conda - {"pytorch"} <= out_conda and "pytorch" not in out_conda
         assert not any(s.startswith("pytorch") for s in data["dependencies"] if isinstance(s, str)) or \
             "pytorch" in in_conda
+    # a name envkit writes exists: it is the file's, or one of the owned torch/CUDA stack (owned.yaml)
+    table = __import__("envkit.compat.owned", fromlist=["load"]).load()
+    invented = {n for n in out_conda - in_conda
+                if n not in STACK | {"pip"} and n not in table.conda_torch | table.conda_selectors}
+    assert not invented, f"conda names not in the file nor owned: {invented}"
+    in_pip_names = {_pip_key(p).split(":")[1] for p in in_pip}
+    out_pip_names = {_pip_key(p).split(":")[1] for p in out_pip if not p.startswith("-")}
+    assert out_pip_names - in_pip_names <= {"torch", "torchvision", "torchaudio"}, out_pip_names - in_pip_names
     lost = {n for n in in_conda - out_conda if n not in STACK and not CUDA_LIB.match(n) and not PLATFORM_ONLY.match(n)}
     assert not lost, f"non-torch conda packages lost: {lost}"
     keys_out = {_pip_key(p) for p in out_pip}
@@ -192,3 +202,270 @@ def test_relative_pip_paths_resolve_against_the_files_folder() -> None:
     assert f"relative pip paths were resolved against {folder}" in rendered.text
     rendered = _outcome("pip_requirements_files.yml", "a10")["_rendered"]
     assert f"-r {folder / 'requirements-dev.txt'}" in rendered.envfile.pip
+
+
+# -- someone else's file: only the owned table changes, coupled pins bind, the file's constraints bind --------
+FROM = FIXTURES / "from"
+
+
+def _from(name: str, machine: str, **kwargs: Any) -> Any:
+    from envkit.plan import render_env
+
+    driver, cc = {**MACHINES, "h200_580_159": ("580.159.04", "9.0"), "gtx_535_104": ("535.104.05", "6.1")}[machine]
+    return render_env(from_file=FROM / name, driver_version=driver, compute_capabilities=(cc,), **kwargs)
+
+
+def _refusal(name: str, machine: str, **kwargs: Any) -> Any:
+    from envkit.errors import EnvkitError
+
+    with pytest.raises(EnvkitError) as info:
+        _from(name, machine, **kwargs)
+    return info.value
+
+
+def _out_names(rendered: Any) -> tuple[set[str], set[str]]:
+    from envkit.render.envfile import parse_conda_spec, parse_pip_line
+
+    conda = {parse_conda_spec(d).name for d in rendered.envfile.dependencies}
+    pip = {parse_pip_line(p).name.lower() for p in rendered.envfile.pip if parse_pip_line(p).name}
+    return conda, pip
+
+
+@pytest.mark.parametrize("machine", ["a10", "h200_580_159", "gtx_535_104"])
+def test_nvidia_wheels_and_pyg_pages_are_never_renamed(machine: str) -> None:
+    rendered = _from("nvidia_wheels_pyg_page.yml", machine)
+    pip = rendered.envfile.pip
+    assert "nvidia-cublas-cu12==12.4.5.8" in pip  # the -cu12 suffix is the CUDA major: kept as written
+    assert "-f https://data.pyg.org/whl/torch-2.4.0+cu121.html" in pip  # a page that exists, kept
+    assert not any("cu120" in p for p in pip)
+    assert rendered.selection.cuda == "12.1" and rendered.selection.torch == "2.4.0"  # the file's own CUDA runs here
+
+
+def test_a_pyg_page_moves_only_to_a_page_the_table_knows() -> None:
+    from envkit.models import Request
+
+    rendered = _from("nvidia_wheels_pyg_page.yml", "a10", request=Request(cuda="11.8", flavor="pip"), flavor_given=True)
+    assert "-f https://data.pyg.org/whl/torch-2.4.0+cu118.html" in rendered.envfile.pip  # owned.yaml pyg_pages
+    assert any(c.startswith("-f https://data.pyg.org/whl/torch-2.4.0+cu121.html -> -f https://data.pyg.org/whl/"
+                            "torch-2.4.0+cu118.html (") for c in rendered.changes)
+
+
+def test_a_ptcu_wheel_for_another_cuda_stops_and_names_the_coupling() -> None:
+    from envkit.models import Request
+
+    err = _refusal("pyg_local_wheels.yml", "a10", request=Request(cuda="11.8", flavor="pip"), flavor_given=True)
+    assert "torch-scatter==2.1.2+pt24cu121 (pyg_local_wheels.yml line 11) was built for torch 2.4 cu121; here: " \
+           "torch 2.4.0 cu118" in err.message
+    assert "--cuda 12.1 (the CUDA these wheels were built for" in err.hint
+    rendered = _from("pyg_local_wheels.yml", "a10")  # without --cuda the file's own cu121 runs here: all kept
+    assert "torch-scatter==2.1.2+pt24cu121" in rendered.envfile.pip and rendered.selection.cuda == "12.1"
+
+
+def test_non_cuda_libraries_and_cuda_builds_of_other_packages_pass_through() -> None:
+    rendered = _from("export_not_cuda_libs.yml", "a10")
+    deps = rendered.envfile.dependencies
+    assert "libcups=2.3.3" in deps and "libcurl=8.5.0" in deps  # CUPS and curl, not CUDA
+    assert "mmcv=2.1.0=*cuda*" in deps and "dgl=1.1.3=*cuda*" in deps and "tensorflow=2.15.0=*cuda*" in deps
+    assert not any(d.startswith(("libcublas", "cuda-cudart")) for d in deps)  # owned: the old CUDA runtime
+    assert any(c.startswith("mmcv=2.1.0=cuda120py310h1234567_0 -> mmcv=2.1.0=*cuda* (") for c in rendered.changes)
+    assert any(c.startswith("removed libcublas=12.1.0.26=0 (") for c in rendered.changes)
+
+
+@pytest.mark.parametrize("machine", ["a10", "h200_580_159", "gtx_535_104"])
+def test_a_python_range_binds_the_selection(machine: str) -> None:
+    rendered = _from("python_at_least_313.yml", machine)
+    assert rendered.selection.python == "3.13"  # was 3.12: outside the file's python>=3.13
+    assert any(c.startswith("python >=3.13 -> 3.13 (inside the file's range") for c in rendered.changes)
+    rendered = _from("python_old_range.yml", machine)
+    assert rendered.selection.python == "3.8"  # python>3.6,<3.9: was 3.12
+    assert "numpy" not in rendered.text and "scipy" in rendered.envfile.dependencies
+
+
+def test_a_python_range_no_torch_python_fits_is_refused_naming_the_line(tmp_path: Path) -> None:
+    from envkit.errors import EnvkitError
+    from envkit.plan import render_env
+
+    env = tmp_path / "environment.yml"
+    env.write_text("name: x\nchannels:\n  - conda-forge\ndependencies:\n  - python<3.5\n  - pytorch\n")
+    with pytest.raises(EnvkitError) as info:
+        render_env(from_file=env, driver_version="550.54.15", compute_capabilities=("8.6",))
+    assert "python<3.5 (environment.yml line 5) admits no python" in info.value.message
+
+
+@pytest.mark.parametrize("machine", ["a10", "h200_580_159", "gtx_535_104"])
+def test_cudatoolkit_stays_for_tensorflow_jax_and_cupy_and_binds_torchs_cuda(machine: str) -> None:
+    rendered = _from("cudatoolkit_range_consumers.yml", machine)
+    deps = rendered.envfile.dependencies
+    assert "cudatoolkit>=11.1" in deps and "cupy" in deps
+    assert rendered.selection.cuda is not None and rendered.selection.cuda.startswith("11.")
+    assert "tensorflow==2.13.1" in rendered.envfile.pip and "jax[cuda11_local]==0.4.13" in rendered.envfile.pip
+    assert any("kept cudatoolkit>=11.1 (cupy, tensorflow, jax in the file use that CUDA runtime" in c
+               for c in rendered.changes)
+
+
+def test_a_cuda_range_no_torch_build_fits_is_refused_naming_the_line() -> None:
+    err = _refusal("cudatoolkit_old_range_cupy.yml", "a10")
+    assert "cupy in the file need CUDA >=10.2,<11.2" in err.message
+    assert "cudatoolkit_old_range_cupy.yml line 7" in err.message
+
+
+@pytest.mark.parametrize("machine", ["a10", "h200_580_159", "gtx_535_104"])
+def test_a_conda_wildcard_torch_is_a_range_not_torch_2_0(machine: str) -> None:
+    rendered = _from("pytorch_wildcard.yml", machine)
+    assert rendered.selection.torch.startswith("2.") and rendered.selection.torch != "2.0.1"
+    assert rendered.selection.flavor == "conda-forge"  # not the retired pytorch channel
+
+
+def test_conda_admits_reads_conda_version_syntax() -> None:
+    from envkit.render.adapt import conda_admits
+
+    assert conda_admits(">3.6,<3.9", "3.8.10") and not conda_admits(">3.6,<3.9", "3.12.0")
+    assert conda_admits("3.8|3.10", "3.10.2") and not conda_admits("3.8|3.10", "3.9.1")
+    assert conda_admits("=3.10", "3.10.4") and conda_admits("3.10.*", "3.10.4") and not conda_admits("==3.10", "3.10.4")
+
+
+@pytest.mark.parametrize("machine", ["a10", "gtx_535_104"])
+def test_a_cuda_version_this_driver_cannot_run_is_refused_with_the_rule(machine: str) -> None:
+    err = _refusal("cuda_version_13_no_torch.yml", machine)
+    assert err.message.startswith("cuda-version=13.3 (cuda_version_13_no_torch.yml line 6) cannot run here: CUDA "
+                                  "13.x needs a driver for CUDA 13")
+    assert "update the NVIDIA driver" in err.hint
+
+
+def test_a_cuda_version_the_driver_runs_passes_through() -> None:
+    rendered = _from("cuda_version_13_no_torch.yml", "h200_580_159")  # driver 580: CUDA 13.0, same major
+    assert rendered.selection is None and "cuda-version=13.3" in rendered.envfile.dependencies
+
+
+@pytest.mark.parametrize("machine", ["a10", "h200_580_159", "gtx_535_104"])
+def test_an_unpinned_torch_inside_a_requirements_file_gets_this_machines_build(machine: str) -> None:
+    from envkit.compat import load
+
+    rendered = _from("r_file_unpinned_torch.yml", machine)
+    sel = rendered.selection
+    assert sel is not None and sel.flavor == "pip"  # was: "no torch (file passed through)"
+    assert any(p.startswith(f"torch=={sel.torch}+{'cu' + sel.cuda.replace('.', '')}") for p in rendered.envfile.pip)
+    driver = MACHINES.get(machine, ("580.159.04" if machine.startswith("h200") else "535.104.05",))[0]
+    assert int(sel.cuda.split(".")[0]) <= int(load().cuda_for_driver(driver).split(".")[0])
+    assert any("names torch without an exact pin" in c for c in rendered.changes)
+
+
+def test_a_nightly_torch_pin_names_the_file_and_line_never_a_flag_not_given() -> None:
+    err = _refusal("pip_torch_nightly.yml", "a10")
+    assert err.message.startswith("torch==2.11.0.dev20260114 (pip_torch_nightly.yml line 9) is a nightly or "
+                                  "pre-release torch")
+    assert "--torch '2.11.0.dev20260114'" not in err.message and "--torch 2.11" in err.hint
+    rendered = _from("pip_torch_nightly.yml", "a10", request=__import__("envkit.models", fromlist=["Request"])
+                     .Request(torch="2.10"))
+    assert rendered.selection.torch.startswith("2.10") and "einops" in rendered.envfile.pip
+
+
+@pytest.mark.parametrize(("pin", "minor"), [("torch==2.2.1+cu118", "2.2"), ("torch>=2.1,<2.3", None),
+                                            ("torch~=2.4.0", "2.4")])
+def test_pep440_local_versions_and_ranges_are_read_as_pip_writes_them(tmp_path: Path, pin: str,
+                                                                       minor: str | None) -> None:
+    from envkit.plan import render_env
+
+    env = tmp_path / "environment.yml"
+    env.write_text(f"name: x\nchannels:\n  - conda-forge\ndependencies:\n  - python=3.10\n  - pip\n  - pip:\n"
+                   f"    - {pin}\n")
+    sel = render_env(from_file=env, driver_version="550.54.15", compute_capabilities=("8.6",)).selection
+    assert sel is not None and sel.flavor == "pip"
+    assert sel.torch.startswith(minor) if minor else sel.torch.startswith(("2.1", "2.2"))
+
+
+@pytest.mark.parametrize("machine", ["a10", "gtx_535_104"])
+def test_bare_local_paths_and_dot_extras_are_taken_as_pip_takes_them(machine: str) -> None:
+    rendered = _from("gs/environment.yml", machine)  # the Gaussian Splatting shape
+    folder = (FROM / "gs").resolve()
+    assert rendered.envfile.pip == (f"{folder / 'submodules' / 'diff-gaussian-rasterization'}",
+                                    f"{folder / 'submodules' / 'simple-knn'}", f"{folder}[vis]")
+    assert {"plyfile", "tqdm"} <= _out_names(rendered)[0]
+
+
+@pytest.mark.parametrize("line", ["submodules/simple-knn", ".[vis]", "dist/pkg-1.0-py3-none-any.whl",
+                                  "pkg-1.0-py3-none-any.whl", "name @ https://host/name-1.0.tar.gz"])
+def test_everything_pip_accepts_in_a_requirements_file_is_read(line: str) -> None:
+    from envkit.render.envfile import parse_pip_line
+
+    parsed = parse_pip_line(line)
+    assert parsed.text == line
+    assert parsed.local_path == (not line.startswith("name @"))
+
+
+@pytest.mark.parametrize("machine", ["a10", "h200_580_159", "gtx_535_104"])
+def test_conda_forge_torch_2_1_takes_python_3_12(machine: str) -> None:
+    rendered = _from("conda_forge_torch21_py312.yml", machine)  # was: "torch 2.1 supports python 3.8-3.11"
+    assert (rendered.selection.torch, rendered.selection.python, rendered.selection.flavor) == \
+        ("2.1.2", "3.12", "conda-forge")
+
+
+@pytest.mark.parametrize("machine", ["a10", "h200_580_159", "gtx_535_104"])
+def test_coupled_pins_keep_their_torch_when_it_runs_here(machine: str) -> None:
+    rendered = _from("torch22_coupled_pins.yml", machine)
+    assert rendered.selection.torch == "2.2.2"
+    for pin in ("triton==2.2.0", "causal-conv1d==1.1.1", "mamba-ssm==1.1.4", "flash-attn==2.5.6"):
+        assert pin in rendered.envfile.pip
+    rendered = _from("torch22_triton_only.yml", machine)  # unpinned torch: triton==2.2.0 says which
+    assert rendered.selection.torch.startswith("2.2.") and "triton==2.2.0" in rendered.envfile.pip
+
+
+def test_moving_torch_moves_triton_by_the_table_and_stops_on_pins_it_cannot_move() -> None:
+    from envkit.models import Request
+
+    rendered = _from("torch22_triton_only.yml", "h200_580_159", request=Request(torch="2.8"))
+    assert "triton==3.4.0" in rendered.envfile.pip and "triton==2.2.0" not in rendered.envfile.pip
+    assert any(c.startswith("triton==2.2.0 -> triton==3.4.0 (the triton torch 2.8.0 requires")
+               for c in rendered.changes)
+    err = _refusal("torch22_coupled_pins.yml", "h200_580_159", request=Request(torch="2.8"))
+    for pin, line in (("causal-conv1d==1.1.1", 11), ("mamba-ssm==1.1.4", 12), ("flash-attn==2.5.6", 13)):
+        assert f"{pin} (torch22_coupled_pins.yml line {line}) is built against torch 2.2" in err.message
+    assert "--torch 2.2 (the torch these pins were built for)" in err.hint
+
+
+@pytest.mark.parametrize("machine", ["a10", "h200_580_159", "gtx_535_104"])
+def test_ptcu_wheels_keep_the_files_cuda_when_it_runs_here(machine: str) -> None:
+    rendered = _from("pyg_pt22cu118.yml", machine)
+    assert (rendered.selection.torch, rendered.selection.cuda) == ("2.2.1", "11.8")  # was 2.2.1+cu121
+    assert "torch==2.2.1+cu118" in rendered.envfile.pip and "torch-cluster==1.6.3+pt22cu118" in rendered.envfile.pip
+    assert not any("11.8 requested (--cuda" in r for r in rendered.selection.reasons)  # no flag the user did not pass
+
+
+@pytest.mark.parametrize("machine", ["a10", "h200_580_159", "gtx_535_104"])
+def test_ptcu_wheels_beside_a_conda_forge_torch_are_refused(machine: str) -> None:
+    from envkit.models import Request
+
+    # by default the torch comes from where the wheels' ABI and CUDA hold (the pytorch channel's 2.4.1, cu121)
+    rendered = _from("pyg_wheels_conda_forge_torch.yml", machine)
+    assert rendered.selection.flavor != "conda-forge" and rendered.selection.cuda == "12.1"
+    assert "torch-scatter==2.1.2+pt24cu121" in rendered.envfile.pip
+    err = _refusal("pyg_wheels_conda_forge_torch.yml", machine, request=Request(flavor="conda-forge"),
+                   flavor_given=True)
+    assert "torch-scatter==2.1.2+pt24cu121 (pyg_wheels_conda_forge_torch.yml line 10) is a PyG wheel for the " \
+           "pip/pytorch-channel torch 2.4; here torch comes from conda-forge" in err.message
+    assert "--flavor pip" in err.hint
+
+
+@pytest.mark.parametrize("machine", ["a10", "h200_580_159", "gtx_535_104"])
+def test_a_requirements_files_cuda_torch_is_kept_where_it_runs(machine: str) -> None:
+    rendered = _from("r_file_torch_local.yml", machine)
+    assert "torch==2.2.1+cu118" in rendered.envfile.pip  # the -r file's own build: pip sees one pin
+    assert rendered.envfile.pip[-1] == f"-r {(FROM / 'requirements-torch-cu118.txt').resolve()}"
+
+
+def test_a_requirements_file_pin_that_cannot_hold_is_refused_with_its_line() -> None:
+    from envkit.models import Request
+
+    err = _refusal("r_file_torch_local.yml", "a10", request=Request(cuda="12.1"))
+    assert err.message.startswith("requirements-torch-cu118.txt line 2 (pip -r in r_file_torch_local.yml line 8) "
+                                  "pins torch==2.2.1+cu118, but what runs here is torch==2.2.1+cu121")
+
+
+def test_a_pyg_page_follows_a_moved_torch_when_its_packages_are_unpinned() -> None:
+    from envkit.models import Request
+
+    rendered = _from("pyg_page_unpinned_torch24.yml", "h200_580_159", request=Request(torch="2.6"))
+    sel = rendered.selection
+    assert (sel.torch, sel.cuda) == ("2.6.0", "12.6")  # the file's cu121 has no torch 2.6 build: planned freely
+    assert "-f https://data.pyg.org/whl/torch-2.6.0+cu126.html" in rendered.envfile.pip  # a page pyg_pages lists
+    assert "torch-scatter" in rendered.envfile.pip and "torch-sparse" in rendered.envfile.pip

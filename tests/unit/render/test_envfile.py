@@ -150,10 +150,12 @@ def test_a_pinned_torch_is_kept_with_its_pair_and_this_machines_cuda(capsys: pyt
                        "torchvision==0.12.0+cu113"]
     assert "-f https://data.pyg.org/whl/torch-1.11.0+cu113.html" in pip and "torch-scatter==2.0.9" in pip
     assert "torch 1.11.0+cu102 -> 1.11.0+cu113 (this machine's build)" in err
+    assert "(PyG's page for torch 1.11 cu113: owned.yaml pyg_pages;" in err
+    # --torch 1.13 would leave torch-scatter 2.0.9 (built for torch 1.11) beside torch 1.13: stop, name the coupling
     code, out, err = run_cli(capsys, "render", "--from", str(env), *A10, "--torch", "1.13")
-    assert code == 0, err
-    assert "torch 1.11.0 -> 1.13.1 (--torch on the command line)" in err
-    assert "torchvision 0.12.0 -> 0.14.1 (pairs with torch 1.13.1)" in err
+    assert code == 1 and out == ""
+    assert "torch-scatter==2.0.9 (environment.yml line 12) is built against torch 1.11" in err
+    assert "--torch 1.11 (the torch these pins were built for)" in err
 
 
 def test_a_python_the_pinned_torch_lacks_names_the_python_rule(capsys: pytest.CaptureFixture[str],
