@@ -139,6 +139,10 @@ def env_file_of(folder: Path) -> Path | None:
     return None
 
 
+def _slug(p: Path) -> str:
+    return re.sub(r"[^a-z0-9._-]", "_", p.stem.lower())
+
+
 def read_requirements(path: Path, seen: set[Path]) -> list[str]:
     if path in seen or not path.is_file():
         return []
@@ -159,7 +163,13 @@ def read_requirements(path: Path, seen: set[Path]) -> list[str]:
 def load_entry(folder: Path) -> Entry | None:
     p = env_file_of(folder)
     if p is None:
-        return None
+        # a requirements-only entry (pip's own format, which conda reads in a pip section): the file the id names
+        txts = sorted(folder.glob("*.txt"), key=lambda t: (not folder.name.endswith(_slug(t)), t.name))
+        if not txts:
+            return None
+        e = Entry(folder.name, txts[0], {})
+        e.pip = read_requirements(txts[0].resolve(), set())
+        return e
     data = yaml.safe_load(p.read_text(encoding="utf-8"))
     e = Entry(folder.name, p, data)
     for dep in data.get("dependencies") or []:
