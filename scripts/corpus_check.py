@@ -152,7 +152,7 @@ def read_requirements(path: Path, seen: set[Path]) -> list[str]:
         line = raw.split(" #")[0].strip()
         if not line or line.startswith("#"):
             continue
-        m = re.match(r"^(-r|--requirement|-c|--constraint)\s*=?\s*(\S+)", line)
+        m = re.match(r"^(-r|--requirement|-c|--constraint)\s*=?\s*(?:file:)?(\S+)", line)
         if m:
             out += read_requirements((path.parent / m.group(2)).resolve(), seen)
             continue
@@ -176,7 +176,7 @@ def load_entry(folder: Path) -> Entry | None:
         if isinstance(dep, dict) and isinstance(dep.get("pip"), list):
             for line in dep["pip"]:
                 text = str(line).strip()
-                m = re.match(r"^(-r|--requirement)\s*=?\s*(\S+)", text)
+                m = re.match(r"^(-r|--requirement)\s*=?\s*(?:file:)?(\S+)", text)
                 if m:
                     e.pip += read_requirements((p.parent / m.group(2)).resolve(), set())
                 elif text:
@@ -343,7 +343,7 @@ def judge(entry: Entry, machine: str, run: Run) -> list[str]:
         if isinstance(d, dict) and isinstance(d.get("pip"), list):
             for line in d["pip"]:
                 text = str(line).strip()
-                m = re.match(r"^(-r|--requirement)\s*=?\s*(\S+)", text)
+                m = re.match(r"^(-r|--requirement)\s*=?\s*(?:file:)?(\S+)", text)
                 if m:
                     opip += read_requirements(Path(m.group(2)).expanduser().resolve()
                                               if Path(m.group(2)).is_absolute() else
@@ -370,7 +370,8 @@ def judge(entry: Entry, machine: str, run: Run) -> list[str]:
         if not got:
             problems.append(f"R1 dropped conda package {n!r} ({spec.strip()})")
             continue
-        on, ov, ob = got[0]
+        # the same name twice (a bare line beside the file's pin): judge the one closest to the file's
+        on, ov, ob = next((g for g in got if g[1] == v), next((g for g in got if g[1]), got[0]))
         if v and norm(ov.lstrip("=")) != norm(v.lstrip("=")) and ov.replace(".*", "") != v.replace(".*", ""):
             problems.append(f"R1 changed the version of {n}: {spec.strip()} -> {on}{(' ' + ov) if ov else ''}")
         if b and "cuda" in b.lower() and "cuda" not in ob.lower():
@@ -386,8 +387,10 @@ def judge(entry: Entry, machine: str, run: Run) -> list[str]:
             if line.startswith(("-i", "--index-url", "--extra-index-url", "-f", "--find-links")):
                 continue  # index lines: checked by R2
             if line.startswith(("-e", "--editable")) or line.startswith((".", "/")) or "://" in line:
-                tail = line.split()[-1].rstrip("/")
-                if not any(tail.split("/")[-1] in x for x in opip):
+                tail = re.sub(r"\[.*\]$", "", line.split()[-1]).rstrip("/")
+                # conda runs pip in the file's folder: a relative path may be written out absolute
+                where = str((entry.path.parent / tail).resolve()) if "://" not in tail else tail
+                if not any(tail.split("/")[-1] in x or where in x for x in opip):
                     problems.append(f"R1 dropped pip line {line!r}")
             continue
         if n in OWNED_PIP or NVIDIA_WHEEL_RE.match(n):

@@ -119,6 +119,8 @@ def _version_text(spec: CondaSpec) -> str | None:
     v = v.rstrip("*").rstrip(".")
     if re.fullmatch(r"[0-9]+(\.[0-9]+)*", v):
         return v
+    if re.fullmatch(r"[0-9]+(\.[0-9]+)*\.?(dev|a|b|rc|post)[0-9]+", v):
+        return v  # a nightly (pytorch-nightly's 2.6.0.dev20241112): kept as written, so it is named, never replaced
     return v if re.fullmatch(r"[<>=!~0-9.,*]+", v) and "*" not in v else None
 
 
@@ -435,6 +437,8 @@ def adapt(parsed: Parsed, sel: Selection | None, machine: Machine, *, name: str 
         pip_kept = _couplings(parsed, sel, cuda_given, state, pip_kept, kept)
         deps = [f"python={sel.python}", *torch_conda]
     deps += [k for k in kept if k not in deps]
+    if "pip" in deps and any(parse_conda_spec(d).name == "pip" and d != "pip" for d in deps):
+        deps.remove("pip")  # the file's own pip pin stands for the bare pip the selection brings
     pip = _pip_section(sel, mirror, torch_pip, pip_kept)
     if pip and not any(parse_conda_spec(d).name == "pip" for d in deps):
         deps.append("pip")

@@ -469,3 +469,31 @@ def test_a_pyg_page_follows_a_moved_torch_when_its_packages_are_unpinned() -> No
     assert (sel.torch, sel.cuda) == ("2.6.0", "12.6")  # the file's cu121 has no torch 2.6 build: planned freely
     assert "-f https://data.pyg.org/whl/torch-2.6.0+cu126.html" in rendered.envfile.pip  # a page pyg_pages lists
     assert "torch-scatter" in rendered.envfile.pip and "torch-sparse" in rendered.envfile.pip
+
+
+def test_a_conda_nightly_torch_pin_is_named_never_replaced_by_a_release(tmp_path: Path) -> None:
+    """Found on the real corpus (nicklashansen/tdmpc2 docker/environment.yaml): `pytorch=2.6.0.dev20241112` from
+    the pytorch-nightly channel was read as "no pin" and replaced by the newest release, said to be
+    "--torch on the command line"."""
+    from envkit.errors import RenderError
+    from envkit.plan import render_env
+
+    env = tmp_path / "environment.yaml"
+    env.write_text("name: x\nchannels:\n  - pytorch-nightly\n  - nvidia\n  - conda-forge\ndependencies:\n"
+                   "  - python=3.9\n  - pytorch=2.6.0.dev20241112\n  - pytorch-cuda=12.4\n")
+    with pytest.raises(RenderError) as info:
+        render_env(from_file=env, driver_version="550.54.15", compute_capabilities=("8.6",))
+    assert info.value.message.startswith("pytorch=2.6.0.dev20241112 (environment.yaml line 8) is a nightly")
+    assert "--torch 2.6" in (info.value.hint or "") and "--torch '" not in info.value.message
+
+
+def test_the_files_pip_pin_stands_for_the_bare_pip_of_a_pip_flavor(tmp_path: Path) -> None:
+    """Found on the real corpus (conda env export with pip=25.3 and a pip torch): the output listed a bare `pip`
+    beside the file's `pip=25.3`."""
+    from envkit.plan import render_env
+
+    env = tmp_path / "environment.yml"
+    env.write_text("name: x\nchannels:\n  - defaults\ndependencies:\n  - python=3.10\n  - pip=25.3=pyhc872135_0\n"
+                   "  - pip:\n    - torch==2.4.1\n    - einops==0.8.0\n")
+    deps = render_env(from_file=env, driver_version="550.54.15", compute_capabilities=("8.6",)).envfile.dependencies
+    assert [d for d in deps if d.split("=")[0] == "pip"] == ["pip=25.3"]
