@@ -37,6 +37,7 @@ from envkit.export import export_env
 from envkit.fsutil import sha256_of
 from envkit.lock.file import (Lock, LockedConda, LockedPlatform, LockedPypi, current_platform, file_path, parse_lock,
                               read_lock, write_lock)
+from envkit.prefix.staging import interrupting, staging_beside
 from envkit.render import mirrors
 from envkit.render.mirrors import Mirror
 from envkit.secrets import VAULT, redact
@@ -155,10 +156,10 @@ def write_bundle(out: Path, lock: Lock, *, name: str, selection: dict[str, Any] 
                           "choose another -o folder (or remove it first)")
     platform = current_platform() if current_platform() in lock.names() else lock.names()[0]
     entry = lock.platform(platform)
-    staging = out.parent / f".envkit-bundle.{out.name}.{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    try:
+    # create's staging (envkit/prefix/staging.py): locked and marked before it exists, removed on every way out
+    # (SIGINT and SIGTERM included) before anything is printed; a SIGKILL's is swept by the next bundle here
+    with interrupting(), staging_beside(out) as held:
+        staging = held.folder
         step = on_step or (lambda _text: None)
         step(f"fetching {len(entry.conda)} conda archives")
         items = [(c.url, staging / "conda" / c.platform_subdir / c.filename) for c in entry.conda]
@@ -202,11 +203,7 @@ def write_bundle(out: Path, lock: Lock, *, name: str, selection: dict[str, Any] 
         (staging / MANIFEST).write_text(json.dumps(bundle.to_json(), indent=1) + "\n", encoding="utf-8")
         if out.exists():
             out.rmdir()  # empty (checked above)
-        out.parent.mkdir(parents=True, exist_ok=True)
         staging.rename(out)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
     return bundle
 
 
