@@ -53,7 +53,7 @@ _TORCH_RE = re.compile(r"^[0-9A-Za-z.*+!=<>~, ]{1,100}\Z", re.ASCII)
 def check_torch(_ctx: click.Context | None, _param: click.Parameter | None, value: str | None) -> str | None:
     if value is None:
         return None
-    text = value.strip()
+    text = value.strip(" ")  # blanks around it are harmless; a newline or a control character is not
     if text and _TORCH_RE.match(text) and any(c.isalnum() for c in text):
         return text
     raise click.BadParameter(f"{value[:60]!r}: use a torch version like 2.5 or a range like '>=2.4,<2.7'")
