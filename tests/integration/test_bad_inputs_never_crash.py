@@ -336,6 +336,12 @@ def verb_cases() -> list[Case]:
         Case("verb-lock-platform-blank", ("lock", "minimal", "--platform", " ", "-o", "{W}/never.lock")),
         Case("verb-lock-version", ("lock", "minimal", "--platform", "linux-64", "--lock-version", "9")),
         Case("verb-lock-out-folder", ("lock", "minimal", "--platform", "linux-64", "--cuda", "cpu", "-o", "{W}/files")),
+        Case("verb-render-out-dev-full", ("render", "minimal", "--cuda", "cpu", "-o", "/dev/full"),
+             expect="is full: free space"),  # ENOSPC hints at disk space, not at permissions
+        Case("verb-render-spec-template", ("render", "--spec", "{W}/spec-template.yaml", "--cuda", "cpu"),
+             expect="key 'template': not supported"),  # refused by name, never silently ignored
+        Case("verb-create-spec-template", ("create", "n1", "--spec", "{W}/spec-template.yaml", "--cuda", "cpu",
+                                           "--dry-run"), expect="key 'template': not supported"),
         Case("verb-doctor-both", ("doctor", "e1", "--all")),
         Case("verb-doctor-prefix-file", ("doctor", "--prefix", "{W}/files/empty.yml")),
         Case("verb-doctor-prefix-missing", ("doctor", "--prefix", "{W}/nope")),
@@ -382,6 +388,7 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
             (home / "e1" / ".envkit").mkdir(exist_ok=True)
             (home / "e1" / rel).write_text(json.dumps(data))
             (home / "e2" / "conda-meta").mkdir(parents=True, exist_ok=True)
+    (w / "spec-template.yaml").write_text("description: x\ntorch: []\ntemplate: environment.yml.j2\n")
     (w / "specdirs" / "missing").mkdir(parents=True)
     (w / "bundles" / "missing").mkdir(parents=True)
     for slot in ("createjson", "verifyjson", "state", "record", "history", "owner"):
