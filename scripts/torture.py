@@ -12,8 +12,19 @@ Prints a table and exits 1 if any bad count is not 0:
   tracebacks                     a fault ended in a traceback (a signal during interpreter start-up,
                                  before envkit's code runs, is counted as a fault, not here)
 
-Usage: python scripts/torture.py [--short] [--kills N] [--seed S]   (needs the test extra: zstandard)
---short (a few faults of each kind, well under a minute on 2 cores) is what the test suite runs.
+  false 'nothing was left behind'  an interrupted command said so while its staging folder was still there
+  staging left unnamed by a ...   SIGINT/SIGTERM left a staging folder its message did not name
+
+Kills (SIGKILL, SIGINT, SIGTERM, --kills of each) land during every verb that stages: create, create --lock,
+create --bundle and bundle (--verbs picks some); half of them wait until the staging folder exists. After
+each, the next command of the same kind must leave no .envkit-* name at all (a SIGKILL's staging is swept).
+
+Usage: python scripts/torture.py [--short] [--kills N] [--verbs V,...] [--kills-only] [--seed S] [--json F]
+(needs the test extra: zstandard). The full run of issue 20 (30 of each signal x 4 verbs = 360 kills,
+about 25 minutes on 2 loaded cores):
+    python scripts/torture.py --kills 30 --kills-only --json torture.json
+--short (a few faults of each kind, well under a minute on 2 cores) is what the test suite runs;
+tests/integration/test_create_failures.py runs one kill of each signal per verb.
 """
 
 from __future__ import annotations
