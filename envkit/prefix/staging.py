@@ -93,9 +93,44 @@ def interrupting() -> Iterator[None]:
         pass
     try:
         yield
+    except KeyboardInterrupt:
+        _quiet_closed_loop()
+        raise
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old if old is not None else signal.SIG_DFL)
+
+
+def _quiet_closed_loop() -> None:
+    """After an interrupt, rattler's runtime threads may still call back into the event loop asyncio.run just
+    closed; Python prints that RuntimeError('Event loop is closed') as a traceback of an ignored exception.
+    It is expected on the way out, so it is dropped (any other one still prints)."""
+    import sys
+    import threading
+
+    def closed(exc: BaseException | None) -> bool:
+        return isinstance(exc, RuntimeError) and "Event loop is closed" in str(exc)
+
+    previous_unraisable = sys.unraisablehook
+    previous_thread = threading.excepthook
+
+    def unraisable(info: Any) -> None:
+        if not closed(info.exc_value):
+            previous_unraisable(info)
+
+    def thread_hook(info: Any) -> None:
+        if not closed(info.exc_value):
+            previous_thread(info)
+
+    previous_except = sys.excepthook
+
+    def except_hook(kind: Any, value: BaseException, tb: Any) -> None:  # PyErr_Print from a runtime thread
+        if not closed(value):
+            previous_except(kind, value, tb)
+
+    sys.unraisablehook = unraisable
+    threading.excepthook = thread_hook
+    sys.excepthook = except_hook
 
 
 def check_parent(prefix: Path) -> None:
@@ -268,10 +303,14 @@ def update(held: Held, kind: str, target: Path, **extra: Any) -> None:
 @contextmanager
 def staging_folder(target: Path) -> Iterator[Held]:
     """A locked, marked staging folder; removed (before any message is printed) unless moved in."""
-    held = hold(STAGING, target, mkdir=True)
+    held: Held | None = None
     try:
+        with quiet_signals():  # a signal deferred inside hold() is raised here, where `held` is already known
+            held = hold(STAGING, target, mkdir=True)
         yield held
     except BaseException as exc:
+        if held is None:
+            raise
         problem = held.release(remove_folder=True, settle=SETTLE_S)
         if problem and isinstance(exc, EnvkitError):  # the message must not claim a clean slate
             exc.message = exc.message.replace("nothing was left behind; ", "") + f"; and {problem}"
