@@ -90,6 +90,19 @@ _FORMATS = {"cuda": r"auto|cpu|\d{1,2}\.\d{1,2}", "pytorch_index": r"(https?|fil
 _CHOICES = {"flavor": ("conda-forge", "pytorch", "pip"), "engine": ("rattler", "conda", "mamba", "micromamba")}
 
 
+def check_pytorch_index(value: str | None, source: str = "ENVKIT_PYTORCH_INDEX") -> str | None:
+    """A PyTorch wheel index base (ENVKIT_PYTORCH_INDEX or the config's pytorch_index) is a plain http(s) or
+    file URL, checked where it is read: before a catalogue fetch or a pip line is built from it."""
+    if not value:
+        return None
+    text = str(value).strip()
+    if not re.fullmatch(_FORMATS["pytorch_index"], text, re.ASCII):
+        raise UsageError(f"the PyTorch index {text[:80]!r} ({source}) is not a plain http(s) URL",
+                         "set it to a mirror of https://download.pytorch.org/whl, e.g. https://mirror.example/whl, "
+                         f"or unset {source}")
+    return text
+
+
 def _validate(path: Path, data: dict[str, Any]) -> dict[str, Any]:
     """Wrong types become one clear error naming the file and key (numbers are fine where text is meant)."""
     def bad(key: str, want: str) -> EnvkitError:
@@ -108,7 +121,7 @@ def _validate(path: Path, data: dict[str, Any]) -> dict[str, Any]:
             raise bad(key, want)
         if key in _CHOICES and out[key] not in _CHOICES[key]:
             raise bad(key, want)
-        if key in _FORMATS and not re.fullmatch(_FORMATS[key], out[key]):
+        if key in _FORMATS and not re.fullmatch(_FORMATS[key], out[key], re.ASCII):
             raise bad(key, want)
     if "sharded_repodata" in data and not isinstance(data["sharded_repodata"], bool):
         raise bad("sharded_repodata", "true or false")

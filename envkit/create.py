@@ -14,13 +14,10 @@ import errno
 import json
 import re
 import shutil
-import signal
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -39,7 +36,8 @@ from envkit.prefix import records
 from envkit.prefix.condarc import register_env
 from envkit.prefix.locations import check_name, default_prefix
 from envkit.prefix.ownership import check_deletable, forget, mark_owned, new_owner_id
-from envkit.prefix.staging import (BUILDING, Held, building_in_place, check_target, discard, quiet_signals, restore,
+from envkit.prefix.staging import (BUILDING, OLD, Held, building_in_place, check_target, discard, interrupting,
+                                   quiet_signals, restore,
                                    set_aside, staging_folder, swap_in, sweep, target_lock, trash, update)
 from envkit.render import mirrors
 from envkit.render.envfile import EnvFile
@@ -54,29 +52,6 @@ if TYPE_CHECKING:  # rattler_engine is imported where it runs: importing it regi
 
 
 # -- staging and sweeping: envkit/prefix/staging.py; what may be replaced: envkit/prefix/ownership.py --------------
-@contextmanager
-def _term_as_interrupt() -> Iterator[None]:
-    """Ctrl-C and SIGTERM (a `kill`, a CI timeout) interrupt the install at once and clean up.
-
-    A handler of our own (not Python's default) also keeps asyncio.run from swallowing SIGINT
-    while it waits on rattler's future: the wakeup fd breaks the wait and the handler raises.
-    """
-    def handler(_signum: int, _frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    previous: dict[signal.Signals, Any] = {}  # signal.signal's handlers: callables, SIG_DFL, SIG_IGN, None
-    try:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            previous[sig] = signal.signal(sig, handler)
-    except ValueError:  # not in the main thread
-        pass
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
-
-
 def _fix_shebangs(prefix: Path, staging: Path, final: Path) -> None:
     """pip wrote `#!<staging>/bin/python` into entry points; point them at the final prefix."""
     old, new = str(staging).encode(), str(final).encode()
@@ -204,7 +179,9 @@ def create_env(opts: CreateOptions, progress: Progress | None = None,
             on_line(message)
 
     try:
-        with target_lock(job.prefix, on_wait=on_wait):
+        # from the target lock on, SIGTERM is an exception too: the lock, the staging folder and a set-aside
+        # old env are all dealt with on the way out (SIGTERM's default action skips every finally)
+        with interrupting(), target_lock(job.prefix, on_wait=on_wait):
             notes = [*waited, *sweep(job.prefix.parent, held_name=job.prefix.name)]
             replacing = check_target(job.prefix, opts.force, opts.not_envkit)
             return _engine_run(opts, job, timer=timer, notes=notes, replacing=replacing, progress=progress,
@@ -288,7 +265,7 @@ def _engine_run(opts: CreateOptions, job: Job, *, timer: Timer, notes: list[str]
             write_state(target, envfile)
             write_history(target, opts, installed, specs)
 
-    with _term_as_interrupt():
+    with interrupting():
         report, restored = install_and_settle(opts, job.prefix, build, replacing, timer, notes,
                                               in_place=engine.in_place)
     if not restored:
@@ -416,6 +393,7 @@ def install_and_settle(opts: CreateOptions, prefix: Path, build: Callable[[Path]
         notes.append(f"verify FAILED on the rebuild: {kept}; the rebuild was removed")
         return report, True
     forget(old.folder, prefix)  # its registry entry goes with it
+    update(old, OLD, prefix, new_id=owner_id, replaced=True)  # a kill from here on: the sweep finishes the removal
     problem = old.release(remove_folder=True)
     if problem:
         notes.append(f"the old environment was replaced, but {problem}")

@@ -33,7 +33,16 @@ _STD_PATHS = {"/dev/stdout": 1, "/dev/stderr": 2, "/dev/stdin": 0}
 
 
 def _error(path: Path | str, exc: OSError) -> EnvkitError:
-    return EnvkitError(f"cannot write {path}: {exc.strerror or exc}", _WRITE_HINT)
+    """The hint follows the errno (write(2)): a full disk or device (ENOSPC, EDQUOT: /dev/full) is not a
+    permissions problem, and a read-only filesystem (EROFS) is neither."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        hint = (f"the disk (or quota) holding {path} is full: free space there (df -h {Path(path).parent}), "
+                "or write the file elsewhere with -o")
+    elif exc.errno == errno.EROFS:
+        hint = "that filesystem is read-only: choose a writable location for -o"
+    else:
+        hint = _WRITE_HINT
+    return EnvkitError(f"cannot write {path}: {exc.strerror or exc}", hint)
 
 
 def _inside_conda_meta(path: Path) -> Path | None:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from envkit.compat import legacy, load
 from envkit.compat.select import PYTORCH_INDEX, offers, select
-from envkit.config import load_file_config
+from envkit.config import check_pytorch_index, load_file_config
 from envkit.detect import detect
 from envkit.engines.repodata import Obtained, obtain
 from envkit.errors import EngineError, SelectionError, UsageError
@@ -66,7 +66,9 @@ def pytorch_index_base(config: dict[str, Any] | None = None) -> str | None:
     """ENVKIT_PYTORCH_INDEX, else the config file's `pytorch_index` (read here only)."""
     if config is None:
         config = load_file_config().data
-    value = os.environ.get("ENVKIT_PYTORCH_INDEX") or config.get("pytorch_index")
+    if os.environ.get("ENVKIT_PYTORCH_INDEX"):
+        return check_pytorch_index(os.environ["ENVKIT_PYTORCH_INDEX"])  # garbage is a usage error, not a fetch
+    value = config.get("pytorch_index")
     return str(value) if value else None
 
 

@@ -12,8 +12,19 @@ Prints a table and exits 1 if any bad count is not 0:
   tracebacks                     a fault ended in a traceback (a signal during interpreter start-up,
                                  before envkit's code runs, is counted as a fault, not here)
 
-Usage: python scripts/torture.py [--short] [--kills N] [--seed S]   (needs the test extra: zstandard)
---short (a few faults of each kind, well under a minute on 2 cores) is what the test suite runs.
+  false 'nothing was left behind'  an interrupted command said so while its staging folder was still there
+  staging left unnamed by a ...   SIGINT/SIGTERM left a staging folder its message did not name
+
+Kills (SIGKILL, SIGINT, SIGTERM, --kills of each) land during every verb that stages: create, create --lock,
+create --bundle and bundle (--verbs picks some); half of them wait until the staging folder exists. After
+each, the next command of the same kind must leave no .envkit-* name at all (a SIGKILL's staging is swept).
+
+Usage: python scripts/torture.py [--short] [--kills N] [--verbs V,...] [--kills-only] [--seed S] [--json F]
+(needs the test extra: zstandard). The full run of issue 20 (30 of each signal x 4 verbs = 360 kills,
+about 25 minutes on 2 loaded cores):
+    python scripts/torture.py --kills 30 --kills-only --json torture.json
+--short (a few faults of each kind, well under a minute on 2 cores) is what the test suite runs;
+tests/integration/test_create_failures.py runs one kill of each signal per verb.
 """
 
 from __future__ import annotations
@@ -40,7 +51,14 @@ class Tally:
     faults: dict[str, int] = field(default_factory=dict)
     bad: dict[str, list[str]] = field(default_factory=lambda: {
         "envs lost": [], "half-made envs under a name": [], "staging left after next cmd": [],
-        "old envs lost on failed force": [], "damaged files linked": [], "tracebacks": []})
+        "old envs lost on failed force": [], "damaged files linked": [], "tracebacks": [],
+        "false 'nothing was left behind'": [], "staging left unnamed by a handled signal": []})
+    counts: dict[str, list[int]] = field(default_factory=dict)  # what: [times it happened, times checked]
+
+    def count(self, what: str, happened: bool) -> None:
+        seen = self.counts.setdefault(what, [0, 0])
+        seen[0] += int(happened)
+        seen[1] += 1
 
     def fault(self, kind: str) -> None:
         self.faults[kind] = self.faults.get(kind, 0) + 1
@@ -60,6 +78,9 @@ class Bed:
         self.envs = self.home / "envs"
         self.cache = work / "cache"
         self.channel = channel
+        self.bundles = self.home / "bundles"  # where `envkit bundle -o` writes (its staging goes beside)
+        self.lock_file = work / "victim.lock"  # create --lock installs this
+        self.bundle_dir = work / "victim-bundle"  # create --bundle installs this
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("ENVKIT_", "CONDA_", "MAMBA_"))}
         self.env.update(ENVKIT_HOME=str(self.home), ENVKIT_CACHE_DIR=str(self.cache), HOME=str(work),
                         PIP_CONFIG_FILE=os.devnull)
@@ -67,6 +88,30 @@ class Bed:
     def argv(self, name: str, *extra: str) -> list[str]:
         return [sys.executable, "-m", "envkit", "create", name, "--spec", "minimal", "--cuda", "13.0", "--python",
                 self.py, "--channel", self.channel, "--no-verify", "-q", *extra]
+
+    def verb_argv(self, verb: str, name: str, *extra: str) -> list[str]:
+        quiet = [sys.executable, "-m", "envkit"]
+        if verb == "create":
+            return self.argv(name, *extra)
+        if verb == "create-lock":
+            return [*quiet, "create", name, "--lock", str(self.lock_file), "--no-verify", "-q", *extra]
+        if verb == "create-bundle":
+            return [*quiet, "create", name, "--bundle", str(self.bundle_dir), "--no-verify", "-q", *extra]
+        assert verb == "bundle", verb
+        return [*quiet, "bundle", name, "--spec", "minimal", "--cuda", "13.0", "--python", self.py, "--channel",
+                self.channel, "-o", str(self.bundles / name), *extra]
+
+    def envkit(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "envkit", *args], env=self.env, capture_output=True, text=True,
+                              timeout=300)
+
+    def verb(self, verb: str, name: str, *extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(self.verb_argv(verb, name, *extra), env=self.env, capture_output=True, text=True,
+                              timeout=300)
+
+    def start_verb(self, verb: str, name: str, *extra: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(self.verb_argv(verb, name, *extra), env=self.env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True)
 
     def run(self, name: str, *extra: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(self.argv(name, *extra), env=self.env, capture_output=True, text=True, timeout=300)
@@ -106,34 +151,102 @@ def next_command(bed: Bed, tally: Tally, label: str, counter: list[int]) -> None
         tally.flag("envs lost", f"{label}: the next create failed: {done.stderr.strip()[-300:]}")
 
 
-def kills(bed: Bed, tally: Tally, rng: random.Random, per_signal: int) -> None:
-    assert bed.run("victim").returncode == 0
-    start = time.perf_counter()
-    assert bed.run("timing").returncode == 0
-    span = time.perf_counter() - start
+VERBS = ("create", "create-lock", "create-bundle", "bundle")
+INTERRUPTED = "nothing half-made was left behind"
+STAGING_NAMES = (".envkit-staging", ".envkit-bundle")  # the second: the name bundle staging had before issue 20
+
+
+def prepare_sources(bed: Bed) -> None:
+    """What create --lock and create --bundle install from: a lock of the victim env and a bundle of it."""
+    bed.envs.mkdir(parents=True, exist_ok=True)
+    done = bed.envkit("export", "victim", "--format", "lock", "-o", str(bed.lock_file))
+    assert done.returncode == 0, done.stderr
+    done = bed.envkit("bundle", "victim", "-o", str(bed.bundle_dir))
+    assert done.returncode == 0, done.stderr
+
+
+def leftovers(folder: Path) -> list[str]:
+    """envkit's own names (staging folders, their locks, target locks) in `folder`."""
+    try:
+        return sorted(p.name for p in folder.iterdir() if p.name.startswith("."))
+    except FileNotFoundError:
+        return []
+
+
+def kills(bed: Bed, tally: Tally, rng: random.Random, per_signal: int, verbs: tuple[str, ...] = ("create",)) -> None:
+    """SIGKILL, SIGINT and SIGTERM at a random moment of each verb; SIGINT/SIGTERM must leave nothing (or say
+    what stays), and after the next command of the same kind nothing at all may be left."""
+    if not (bed.envs / "victim").exists():
+        assert bed.run("victim").returncode == 0
+    if any(v in ("create-lock", "create-bundle") for v in verbs):
+        prepare_sources(bed)
     counter = [0]
-    for sig in (signal.SIGKILL, signal.SIGINT, signal.SIGTERM):
-        for i in range(per_signal):
-            force = i % 2 == 0
-            name = "victim" if force else f"new-{sig.name}-{i}"
-            (bed.envs / "victim" / "keep.txt").write_text("old")
-            proc = bed.start(name, *(["--force"] if force else []))
-            time.sleep(rng.uniform(0.05, span * 1.1))
-            proc.send_signal(sig)
-            try:
-                _out, err = proc.communicate(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                _out, err = proc.communicate()
-                tally.flag("staging left after next cmd", f"{sig.name} #{i}: create did not stop within 60 s")
-            tally.fault(sig.name)
-            if "Traceback" in (err or ""):
-                if "in <module>" in err or "importlib._bootstrap" in err:
-                    tally.fault(f"{sig.name} during interpreter start-up")  # before envkit runs: Python's own
+    for verb in verbs:
+        start = time.perf_counter()
+        first = bed.verb(verb, f"timing-{verb}")
+        assert first.returncode == 0, first.stderr
+        span = time.perf_counter() - start
+        where = bed.bundles if verb == "bundle" else bed.envs
+        for sig in (signal.SIGKILL, signal.SIGINT, signal.SIGTERM):
+            for i in range(per_signal):
+                force = verb != "bundle" and i % 2 == 0
+                name = "victim" if force else f"new-{verb}-{sig.name}-{i}"
+                label = f"{verb} {sig.name} #{i}"
+                if not complete(bed.envs / "victim"):  # flagged by the audit before: make it again
+                    shutil.rmtree(bed.envs / "victim", ignore_errors=True)
+                    assert bed.run("victim").returncode == 0
+                (bed.envs / "victim" / "keep.txt").write_text("old")
+                proc = bed.start_verb(verb, name, *(["--force"] if force else []))
+                if i % 2:  # half of the kills land while the staging folder exists: wait for it, then a bit more
+                    deadline = time.perf_counter() + span * 2
+                    while proc.poll() is None and time.perf_counter() < deadline and not any(
+                            n.startswith(STAGING_NAMES) for n in leftovers(where)):
+                        time.sleep(0.001)
+                    time.sleep(rng.uniform(0, 0.01 if verb == "bundle" else span * 0.2))  # bundle's is brief
                 else:
-                    tally.flag("tracebacks", f"{sig.name} #{i}: {err[-300:]}")
-            next_command(bed, tally, f"{sig.name} #{i}", counter)
-            audit(bed, tally, f"{sig.name} #{i}", ["victim"])
+                    time.sleep(rng.uniform(0.05, span * 1.1))
+                staged = any(n.startswith(STAGING_NAMES) for n in leftovers(where))
+                proc.send_signal(sig)
+                tally.count(f"{verb} {sig.name} while staging existed", staged)
+                try:
+                    _out, err = proc.communicate(timeout=60)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    _out, err = proc.communicate()
+                    tally.flag("staging left after next cmd", f"{label}: it did not stop within 60 s")
+                tally.fault(f"{verb} {sig.name}")
+                err = err or ""
+                if os.environ.get("ENVKIT_TORTURE_VERBOSE"):
+                    print(f"{label}: rc {proc.returncode}: {err.strip()[-300:]}", file=sys.stderr)
+                if "Traceback" in err:
+                    if "in <module>" in err or "importlib._bootstrap" in err:
+                        tally.fault(f"{sig.name} during interpreter start-up")  # before envkit runs: Python's own
+                    else:
+                        tally.flag("tracebacks", f"{label}: {err[-300:]}")
+                left = [n for n in leftovers(where) if n.startswith(STAGING_NAMES)]
+                if left and INTERRUPTED in err:
+                    tally.flag("false 'nothing was left behind'", f"{label}: {left}")
+                if left and sig != signal.SIGKILL and not all(n.split(".lock")[0] in err for n in left):
+                    tally.flag("staging left unnamed by a handled signal", f"{label}: {left}: {err.strip()[-200:]}")
+                tally.count(f"{verb} {sig.name} left staging right after", bool(left))
+                counter[0] += 1
+                if verb == "bundle":
+                    done = bed.verb("bundle", f"probe{counter[0]}")
+                    if done.returncode != 0:
+                        tally.flag("envs lost", f"{label}: the next bundle failed: {done.stderr.strip()[-300:]}")
+                    audit_bundles(bed, tally, label)
+                else:
+                    next_command(bed, tally, label, counter)
+                audit(bed, tally, label, ["victim"])
+
+
+def audit_bundles(bed: Bed, tally: Tally, label: str) -> None:
+    """Every bundle folder is complete (its manifest written last, by a rename); no staging is left."""
+    for name in leftovers(bed.bundles):
+        tally.flag("staging left after next cmd", f"{label}: bundles/{name}")
+    for folder in bed.bundles.iterdir() if bed.bundles.exists() else []:
+        if not folder.name.startswith(".") and not (folder / "bundle.json").is_file():
+            tally.flag("half-made envs under a name", f"{label}: bundles/{folder.name} has no manifest")
 
 
 def corrupt_cache(bed: Bed, tally: Tally, rng: random.Random, rounds: int) -> None:
@@ -252,6 +365,10 @@ def main() -> int:
     parser.add_argument("--short", action="store_true", help="a few faults of each kind (the CI mode)")
     parser.add_argument("--kills", type=int, default=None, help="kills per signal (default 30; --short 2)")
     parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--verbs", default=None, help=f"comma-separated verbs to kill ({','.join(VERBS)}; "
+                        "default: all, --short: create)")
+    parser.add_argument("--kills-only", action="store_true", help="only the kills (no cache, race, disk-full)")
+    parser.add_argument("--json", type=Path, default=None, help="also write the tally as JSON to this file")
     parser.add_argument("--disk-full-child", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--channel", help=argparse.SUPPRESS)
     parser.add_argument("--rounds", type=int, default=0, help=argparse.SUPPRESS)
@@ -271,10 +388,16 @@ def main() -> int:
         channel = bed_root.url("conda-forge")
         tally = Tally()
         bed = Bed(work / "main", channel)
-        kills(bed, tally, rng, per_signal)
-        corrupt_cache(bed, tally, rng, rounds)
-        races(bed, tally, 1 if args.short else 5)
-        skipped = disk_full(work / "disk", channel, tally, rounds, seed)
+        verbs = tuple(args.verbs.split(",")) if args.verbs else (("create",) if args.short else VERBS)
+        unknown = [v for v in verbs if v not in VERBS]
+        if unknown:
+            parser.error(f"unknown verb {unknown[0]!r}: use {', '.join(VERBS)}")
+        kills(bed, tally, rng, per_signal, verbs)
+        skipped = None
+        if not args.kills_only:
+            corrupt_cache(bed, tally, rng, rounds)
+            races(bed, tally, 1 if args.short else 5)
+            skipped = disk_full(work / "disk", channel, tally, rounds, seed)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"envkit torture (seed {seed}, {time.perf_counter() - started:.0f} s)")
@@ -282,7 +405,12 @@ def main() -> int:
     print(f"{'faults injected':32s} {injected:5d}   "
           + ", ".join(f"{k} {v}" for k, v in tally.faults.items()))
     for what, items in tally.bad.items():
-        print(f"{what:32s} {len(items):5d}   (must be 0)")
+        print(f"{what:48s} {len(items):5d}   (must be 0)")
+    for what, (happened, checked) in tally.counts.items():
+        print(f"{what:48s} {happened:5d}   of {checked}")
+    if args.json:
+        args.json.write_text(json.dumps({"seed": seed, "faults": tally.faults, "bad": tally.bad,
+                                         "counts": tally.counts}, indent=1))
     if skipped:
         print(skipped)
     failed = [item for items in tally.bad.values() for item in items]

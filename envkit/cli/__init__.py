@@ -69,6 +69,9 @@ def _run(argv: list[str] | None) -> int:
     finally:
         from envkit.fsutil import remove_registered
 
+        staging = sys.modules.get("envkit.prefix.staging")  # loaded only by the verbs that stage
+        if staging is not None:
+            staging.settle_at_exit()  # a folder an interrupt saw being written to: one last try before os._exit
         remove_registered()
 
 
@@ -81,21 +84,30 @@ def _dispatch(argv: list[str] | None) -> int:
         output.error(exc.message, exc.hint)
         return int(exc.exit_code)
     except click.exceptions.Abort:  # click turns KeyboardInterrupt into Abort
-        click.echo("Interrupted: nothing half-made was left behind.", err=True)
-        return 130
+        return _interrupted()
     except click.ClickException as exc:
         exc.show()
         return exc.exit_code
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except KeyboardInterrupt:
-        click.echo("Interrupted: nothing half-made was left behind.", err=True)
-        return 130
+        return _interrupted()
     except OSError as exc:
         return _os_failure(exc)
     except Exception as exc:  # noqa: BLE001 - the last line of defence: one line and a saved report
         return _crash(exc)
     return 0
+
+
+def _interrupted() -> int:
+    """Ctrl-C / SIGTERM: the staging was removed on the way here; say so only if it is really gone."""
+    staging = sys.modules.get("envkit.prefix.staging")  # loaded only by the verbs that stage
+    left = staging.settle_at_exit() if staging is not None and staging.left_behind() else []
+    if left:
+        click.echo("Interrupted; could not remove what this run had half-made: " + "; ".join(left), err=True)
+    else:
+        click.echo("Interrupted: nothing half-made was left behind.", err=True)
+    return 130
 
 
 def _os_failure(exc: OSError) -> int:

@@ -32,17 +32,22 @@ _MARK = {"ok": "[green]ok[/]", "warn": "[yellow]warn[/]", "problem": "[bold red]
 
 
 def _print(reports: list[Any]) -> None:
+    """Every value here comes from the env (its name, records, kept files): sanitized, then markup-escaped, so
+    an escape sequence planted in a record shows as text (\\x1b...) instead of driving the terminal."""
     from envkit.cli import output
+
+    def shown(text: object) -> str:
+        return output.esc(output.sanitize(str(text)))
 
     con = output.console()
     for report in reports:
         verdict = "[bold green]healthy[/]" if report.healthy else f"[bold red]{len(report.problems)} problem(s)[/]"
-        con.print(f"[bold]{output.esc(report.name)}[/] {output.esc(report.prefix)}: {verdict}  "
-                  f"[dim]({report.seconds:.2f} s; {output.esc(report.machine)})[/]")
+        con.print(f"[bold]{shown(report.name)}[/] {shown(report.prefix)}: {verdict}  "
+                  f"[dim]({report.seconds:.2f} s; {shown(report.machine)})[/]")
         for f in report.findings:
-            con.print(f"  {_MARK.get(f.status, f.status):<7} [bold]{f.check}[/]: {output.esc(f.found)}")
+            con.print(f"  {_MARK.get(f.status, shown(f.status)):<7} [bold]{shown(f.check)}[/]: {shown(f.found)}")
             if f.fix and f.status in ("problem", "warn"):
-                con.print(f"          [bold]fix:[/] {output.esc(f.fix)}")
+                con.print(f"          [bold]fix:[/] {shown(f.fix)}")
 
 
 @click.command()

@@ -22,10 +22,10 @@ from envkit.config import ENV_VARS
 if TYPE_CHECKING:
     from envkit.models import Request
 
-_CUDA_RE = re.compile(r"^\d{1,2}\.\d{1,2}\Z")
-_DRIVER_RE = re.compile(r"^\d{3,4}(\.\d{1,3}){1,2}\Z")
-_CC_RE = re.compile(r"^\d{1,2}\.\d\Z")
-_PY_RE = re.compile(r"^3\.\d{1,2}t?\Z")
+_CUDA_RE = re.compile(r"^\d{1,2}\.\d{1,2}\Z", re.ASCII)
+_DRIVER_RE = re.compile(r"^\d{3,4}(\.\d{1,3}){1,2}\Z", re.ASCII)
+_CC_RE = re.compile(r"^\d{1,2}\.\d\Z", re.ASCII)
+_PY_RE = re.compile(r"^3\.\d{1,2}t?\Z", re.ASCII)
 
 def check_cuda(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
     if value is None or value in ("auto", "cpu") or _CUDA_RE.match(value):
@@ -44,6 +44,19 @@ def check_cc(_ctx: click.Context, _param: click.Parameter, value: tuple[str, ...
         if not _CC_RE.match(item) or not (3 <= int(item.split(".")[0]) <= 15):
             raise click.BadParameter(f"{item!r}: use a compute capability like 8.6, 9.0 or 12.0 (one per GPU)")
     return value
+
+
+# a torch version or range (PEP 440 specifiers, conda's * wildcard): ASCII, and something besides blanks
+_TORCH_RE = re.compile(r"^[0-9A-Za-z.*+!=<>~, ]{1,100}\Z", re.ASCII)
+
+
+def check_torch(_ctx: click.Context | None, _param: click.Parameter | None, value: str | None) -> str | None:
+    if value is None:
+        return None
+    text = value.strip(" ")  # blanks around it are harmless; a newline or a control character is not
+    if text and _TORCH_RE.match(text) and any(c.isalnum() for c in text):
+        return text
+    raise click.BadParameter(f"{value[:60]!r}: use a torch version like 2.5 or a range like '>=2.4,<2.7'")
 
 
 def check_python(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
@@ -75,7 +88,7 @@ def cuda_option(help: str = CUDA_HELP) -> Callable[[Callable[..., Any]], Callabl
 
 
 def torch_option() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    return click.option("--torch", "torch_spec", default=None, metavar="SPEC",
+    return click.option("--torch", "torch_spec", default=None, metavar="SPEC", callback=check_torch,
                         help="torch version or range, e.g. 2.5 or '>=2.4,<2.7' (default: newest known).")
 
 
@@ -200,15 +213,21 @@ def build_request(cuda: str | None, torch_spec: str | None, python: str | None, 
     from envkit.models import Request
 
     cuda = from_config(cuda, "cuda")
-    if cuda is not None:
+    torch_given = torch_spec is not None
+    torch_spec = from_config(torch_spec, "torch")
+    for key, value, check in (("cuda", cuda, check_cuda), ("torch", None if torch_given else torch_spec, check_torch)):
+        if value is None:
+            continue
         from envkit.config import config_path
         from envkit.errors import UsageError
 
         try:
-            check_cuda(None, None, str(cuda))  # type: ignore[arg-type]
+            checked = check(None, None, str(value))  # type: ignore[arg-type]
         except click.BadParameter as exc:
-            raise UsageError(f"config file {config_path()}: cuda: {exc.message}", f"fix 'cuda:' in {config_path()}")
-    return Request(cuda=str(cuda) if cuda is not None else "auto", torch=from_config(torch_spec, "torch"),
+            raise UsageError(f"config file {config_path()}: {key}: {exc.message}", f"fix '{key}:' in {config_path()}")
+        if key == "torch":
+            torch_spec = checked  # stripped, as the flag's is
+    return Request(cuda=str(cuda) if cuda is not None else "auto", torch=torch_spec,
                    python=python or spec_python, flavor=from_config(flavor, "flavor") or "conda-forge",
                    no_driver_check=no_driver_check)
 

@@ -83,7 +83,7 @@ def _cuda_override(cuda: str | None, env: Mapping[str, str]) -> str | None:
         return None
     value = value.strip()
     # conda reads it as the __cuda version (conda docs, "Managing virtual packages"): X.Y, or empty
-    if value and not re.fullmatch(r"\d{1,2}(\.\d{1,2}){0,2}", value):
+    if value and not re.fullmatch(r"\d{1,2}(\.\d{1,2}){0,2}", value, re.ASCII):
         raise UsageError(f"CONDA_OVERRIDE_CUDA={value[:40]!r} is not a CUDA version",
                          "set it to the CUDA version to plan for (e.g. CONDA_OVERRIDE_CUDA=12.4), to an empty "
                          "string for no CUDA, or unset it")
@@ -110,7 +110,7 @@ def apply_visible_devices(gpus: Sequence[Gpu], value: str | None) -> tuple[list[
     visible: list[Gpu] = []
     for entry in entries:
         match = None
-        if entry.lstrip("-").isdigit():
+        if entry.isascii() and entry.lstrip("-").isdigit():  # ASCII: int() also reads Arabic-Indic digits
             idx = int(entry)
             if idx < 0:
                 break

@@ -103,7 +103,7 @@ def cuda_from_int(value: int) -> str | None:
     return f"{value // 1000}.{(value % 1000) // 10}"
 
 
-_PROC_RE = re.compile(r"NVRM version:.*?\s(\d+\.\d+(?:\.\d+)?)\s")
+_PROC_RE = re.compile(r"NVRM version:.*?\s(\d+\.\d+(?:\.\d+)?)\s", re.ASCII)  # ASCII: \d matches ١٢ too
 
 
 def parse_proc_version(text: str) -> str | None:
@@ -114,7 +114,7 @@ def parse_proc_version(text: str) -> str | None:
 
 def parse_sys_version(text: str) -> str | None:
     value = text.strip()
-    return value if re.fullmatch(r"\d+\.\d+(\.\d+)?", value) else None
+    return value if re.fullmatch(r"\d+\.\d+(\.\d+)?", value, re.ASCII) else None
 
 
 def _driver_file(root: Path) -> tuple[str, str] | None:
@@ -151,15 +151,15 @@ def parse_smi_query(text: str) -> tuple[str | None, list[Gpu]]:
     driver = None
     for line in text.splitlines():
         parts = [p.strip() for p in line.split(",")]
-        if len(parts) < 6 or not parts[0].isdigit():
+        if len(parts) < 6 or not (parts[0].isascii() and parts[0].isdigit()):
             continue
-        memory = int(float(parts[4])) if re.fullmatch(r"[\d.]+", parts[4]) else None
+        memory = int(float(parts[4])) if re.fullmatch(r"[0-9]+(\.[0-9]+)?", parts[4]) else None
         gpus.append(Gpu(int(parts[0]), parts[1], parts[3], memory, parts[2]))
         driver = driver or parts[5]
     return driver, gpus
 
 
-_SMI_CUDA_RE = re.compile(r"CUDA Version:\s*(\d+\.\d+)")
+_SMI_CUDA_RE = re.compile(r"CUDA Version:\s*(\d+\.\d+)", re.ASCII)
 
 
 def parse_smi_header(text: str) -> str | None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,7 @@ from envkit.doctor.checks import (OK, PROBLEM, SKIP, WARN, Finding, check_channe
                                   check_made_for, check_nvidia_libs, check_python, check_torch_build,
                                   check_torch_copies, check_torch_shadow, check_verify)
 from envkit.doctor.facts import Facts, TorchCopy, gather, importable, torch_copies
-from envkit.errors import EnvNotFoundError, UsageError
+from envkit.errors import EnvkitError, EnvNotFoundError, UsageError
 from envkit.models import Machine
 from envkit.prefix.locations import find_prefix, list_envs
 
@@ -64,6 +64,10 @@ class DoctorReport:
 
 
 # -- entry points ---------------------------------------------------------------------------------
+# what a check may raise on metadata no typed reader foresaw: reported as that check's finding, never a traceback
+_SHAPE_ERRORS = (TypeError, ValueError, AttributeError, KeyError, IndexError, OverflowError, RecursionError)
+
+
 def diagnose(prefix: Path, machine: Machine, *, environ: Mapping[str, str] | None = None,
              now: float | None = None) -> DoctorReport:
     """Every check on one prefix, for one machine; never raises for what it finds."""
@@ -73,23 +77,51 @@ def diagnose(prefix: Path, machine: Machine, *, environ: Mapping[str, str] | Non
     copies = torch_copies(facts)
     imported, why = importable(facts, copies)
     loaded = imported or (copies[-1] if copies else None)  # no torch/__init__.py: judge the recorded build
-    findings = [
-        check_python(facts),
-        check_torch_copies(facts, copies, imported, why),
-        check_torch_shadow(facts, env),
-        check_torch_build(facts, loaded, machine),
-        check_cuda_levels(facts, loaded, machine, env),
-        check_gpu_arch(facts, loaded, machine),
-        check_made_for(facts, machine),
-        check_nvidia_libs(facts, loaded),
-        check_ld_library_path(facts, loaded, env),
-        check_channels(facts),
-        check_cudatoolkit(facts),
-        check_files(facts, copies),
-        check_verify(facts, machine, time.time() if now is None else now),
+    checks: list[tuple[str, Callable[[], Finding]]] = [
+        ("python", lambda: check_python(facts)),
+        ("torch-copies", lambda: check_torch_copies(facts, copies, imported, why)),
+        ("torch-shadow", lambda: check_torch_shadow(facts, env)),
+        ("torch-build", lambda: check_torch_build(facts, loaded, machine)),
+        ("cuda-levels", lambda: check_cuda_levels(facts, loaded, machine, env)),
+        ("gpu-arch", lambda: check_gpu_arch(facts, loaded, machine)),
+        ("made-for", lambda: check_made_for(facts, machine)),
+        ("nvidia-pip-libs", lambda: check_nvidia_libs(facts, loaded)),
+        ("ld-library-path", lambda: check_ld_library_path(facts, loaded, env)),
+        ("channels", lambda: check_channels(facts)),
+        ("cudatoolkit", lambda: check_cudatoolkit(facts)),
+        ("files", lambda: check_files(facts, copies)),
+        ("verify", lambda: check_verify(facts, machine, time.time() if now is None else now)),
     ]
+    findings = [_guarded(name, run, prefix) for name, run in checks]
     return DoctorReport(str(prefix), prefix.name, bool(facts.created), machine.describe(), tuple(findings),
                         time.perf_counter() - start)
+
+
+def _guarded(name: str, run: Callable[[], Finding], prefix: Path) -> Finding:
+    """One check; metadata of a shape no reader foresaw is that check's PROBLEM, and the other checks still run."""
+    try:
+        return run()
+    except _SHAPE_ERRORS as exc:
+        return Finding(name, PROBLEM, f"could not be checked: the env's metadata has an unexpected shape "
+                       f"({type(exc).__name__}: {str(exc)[:160]})",
+                       f"rebuild the env (envkit create {prefix.name} --prefix {prefix} --force), or fix its "
+                       "conda-meta/ and .envkit/ files")
+
+
+def _unreadable(prefix: Path, machine: Machine, why: str) -> DoctorReport:
+    """An env doctor could not read at all: one PROBLEM for it, so `--all` still reports every other env."""
+    return DoctorReport(str(prefix), prefix.name, False, machine.describe(),
+                        (Finding("read", PROBLEM, f"the environment could not be read: {why}",
+                                 f"check it by hand: ls -la {prefix}/conda-meta"),), 0.0)
+
+
+def _diagnose_one(prefix: Path, machine: Machine) -> DoctorReport:
+    try:
+        return diagnose(prefix, machine)
+    except EnvkitError as exc:
+        return _unreadable(prefix, machine, exc.message)
+    except (OSError, *_SHAPE_ERRORS) as exc:
+        return _unreadable(prefix, machine, f"{type(exc).__name__}: {str(exc)[:160]}")
 
 
 DEFAULT_ALL = False
@@ -113,4 +145,4 @@ def doctor(*, name: str | None = None, prefix: str | None = None, all_envs: bool
                              "envkit doctor NAME, envkit doctor --prefix PATH, or envkit doctor --all")
         prefixes = [find_prefix(None, active)]
     machine = detect(driver_version=driver_version, compute_capabilities=compute_capabilities)
-    return [diagnose(p, machine) for p in prefixes]
+    return [_diagnose_one(p, machine) for p in prefixes]

@@ -9,14 +9,14 @@ dist-info folders and torch/version.py, read as text.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from envkit.compat.builds import CUDA_PINS, UNKNOWN, cuda_of_build, cuda_of_pins, cuda_of_wheel
-from envkit.prefix.records import (CONDA_META, CREATE_FILE, VERIFY_FILE, read_meta_quiet, read_text_quiet,
-                                   scan_records, state_vars_quiet)
+from envkit.prefix.records import (CONDA_META, CREATE_FILE, META_DIR, VERIFY_FILE, Typed, read_meta_quiet,
+                                   read_text_quiet, scan_records, state_vars_quiet)
 from envkit.render.mirrors import canonical_channel, strip_credentials
 
 _REQ_PIN = re.compile(r"^\s*(nvidia-[A-Za-z0-9_.-]+)\s*==\s*([0-9][0-9A-Za-z.+]*)")
@@ -71,31 +71,71 @@ class Facts:
 _read = read_text_quiet  # bounded (safeio): a FIFO, device or huge file in an env reads as OSError
 
 
-def _channel(data: Mapping[str, Any]) -> str:
+def _channel(data: Typed) -> str:
     """The record's channel as export.read_records names it (canonical name or clean URL)."""
-    raw = strip_credentials(str(data.get("channel") or ""))[0].rstrip("/")
-    subdir = str(data.get("subdir") or "")
+    raw = strip_credentials(data.text("channel"))[0].rstrip("/")
+    subdir = data.text("subdir")
     for sub in (subdir, "noarch", "linux-64"):
         if sub and raw.endswith("/" + sub):
             raw = raw[: -len(sub) - 1]
-    if not raw and data.get("url"):
-        raw = strip_credentials(str(data["url"]))[0].rsplit("/", 2)[0]
+    url = data.text("url")
+    if not raw and url:
+        raw = strip_credentials(url)[0].rsplit("/", 2)[0]
     return canonical_channel(raw) if raw else ""
 
 
-def _record(data: Mapping[str, Any]) -> Record:
+def _record(data: Typed) -> Record:
+    """One record through the typed reader: a field of the wrong type reads empty and lands in data.problems."""
     paths: list[tuple[str, int | None, str]] = []
-    entries = (data.get("paths_data") or {}).get("paths") if isinstance(data.get("paths_data"), dict) else None
+    entries = data.mapping("paths_data").objects("paths")
     if entries:
         for entry in entries:
-            rel = str(entry.get("_path") or "")
+            rel = entry.text("_path")
             # a text file whose prefix placeholder was rewritten changes size: only its existence counts
-            size = None if entry.get("prefix_placeholder") else entry.get("size_in_bytes")
-            paths.append((rel, size if isinstance(size, int) else None, str(entry.get("path_type") or "hardlink")))
+            size = None if entry.data.get("prefix_placeholder") else entry.integer("size_in_bytes")
+            paths.append((rel, size, entry.text("path_type") or "hardlink"))
     else:
-        paths = [(str(f), None, "hardlink") for f in data.get("files") or ()]
-    return Record(str(data.get("name")), str(data.get("version")), str(data.get("build")), _channel(data),
-                  tuple(str(d) for d in data.get("depends") or ()), tuple(paths))
+        paths = [(f, None, "hardlink") for f in data.texts("files")]
+    return Record(data.text("name"), data.text("version"), data.text("build"), _channel(data),
+                  data.texts("depends"), tuple(paths))
+
+
+def _machine_shape(data: Typed) -> dict[str, Any]:
+    """A machine as create.json / verify.json keep it (Machine.to_json), each field of its own type."""
+    out = dict(data.data)
+    if "driver" in data.data:
+        driver = data.mapping("driver")
+        out["driver"] = ({**driver.data, "version": driver.optional_text("version"),
+                          "cuda": driver.optional_text("cuda")} if driver else None)
+    if "gpus" in data.data:
+        out["gpus"] = [{**g.data, "compute_capability": g.optional_text("compute_capability")}
+                       for g in data.objects("gpus")]
+    return out
+
+
+def _texts_of(data: Typed, keys: Sequence[str]) -> dict[str, Any]:
+    return {key: data.optional_text(key) for key in keys if key in data.data}
+
+
+def _created_shape(data: Typed) -> dict[str, Any]:
+    """.envkit/create.json with the fields the checks read in their types (the rest kept as it is)."""
+    out = {**data.data, **_texts_of(data, ("file", "spec", "cuda_override"))}
+    if "machine" in data.data:
+        out["machine"] = _machine_shape(data.mapping("machine"))
+    if "selection" in data.data:
+        selection = data.mapping("selection")
+        out["selection"] = {**selection.data, **_texts_of(selection, ("torch", "python", "flavor", "cuda", "variant"))}
+    return out
+
+
+def _verify_shape(data: Typed) -> dict[str, Any]:
+    out = {**data.data, **_texts_of(data, ("outcome", "time", "summary"))}
+    if "machine" in data.data:
+        out["machine"] = _machine_shape(data.mapping("machine"))
+    if "cuda" in data.data:
+        cuda = data.mapping("cuda")
+        out["cuda"] = {**cuda.data, **_texts_of(cuda, ("version",))}
+    return out
 
 
 def _metadata(path: Path) -> tuple[str | None, str | None, tuple[str, ...]]:
@@ -127,7 +167,7 @@ def gather(prefix: Path) -> Facts:
         if not data.get("name"):
             facts.errors.append(f"{CONDA_META}/{path.name} is not a readable record")
             continue
-        facts.records.append(_record(data))
+        facts.records.append(_record(Typed(data, f"{CONDA_META}/{path.name}", facts.errors)))
     py = next((r for r in facts.records if r.name == "python"), None)
     sites = sorted(p for p in prefix.glob("lib/python3*/site-packages") if p.is_dir())
     if py is not None:
@@ -152,8 +192,10 @@ def gather(prefix: Path) -> Facts:
             name, version, requires = _metadata(dist / "METADATA")
             if name and version:
                 facts.pip.append(PipDist(name, version, dist, requires))
-    facts.created = read_meta_quiet(prefix, CREATE_FILE)
-    facts.verify = read_meta_quiet(prefix, VERIFY_FILE)
+    facts.created = _created_shape(Typed(read_meta_quiet(prefix, CREATE_FILE), f"{META_DIR}/{CREATE_FILE}",
+                                         facts.errors))
+    facts.verify = _verify_shape(Typed(read_meta_quiet(prefix, VERIFY_FILE), f"{META_DIR}/{VERIFY_FILE}",
+                                       facts.errors))
     facts.state_vars = state_vars_quiet(prefix)
     return facts
 

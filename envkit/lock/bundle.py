@@ -43,6 +43,7 @@ from envkit.export import export_env
 from envkit.fsutil import PathError, confined, copy_regular, remove_at_exit, sha256_of
 from envkit.lock.file import (Lock, LockedConda, LockedPlatform, LockedPypi, LockError, clean_url, current_platform,
                               digest, file_path, number, parse_lock, read_lock, write_lock)
+from envkit.prefix.staging import interrupting, staging_beside
 from envkit.render import mirrors
 from envkit.render.mirrors import Mirror
 from envkit.secrets import VAULT, redact
@@ -167,10 +168,10 @@ def write_bundle(out: Path, lock: Lock, *, name: str, selection: dict[str, Any] 
                           "choose another -o folder (or remove it first)")
     platform = current_platform() if current_platform() in lock.names() else lock.names()[0]
     entry = lock.platform(platform)
-    staging = out.parent / f".envkit-bundle.{out.name}.{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    try:
+    # create's staging (envkit/prefix/staging.py): locked and marked before it exists, removed on every way out
+    # (SIGINT and SIGTERM included) before anything is printed; a SIGKILL's is swept by the next bundle here
+    with interrupting(), staging_beside(out) as held:
+        staging = held.folder
         step = on_step or (lambda _text: None)
         step(f"fetching {len(entry.conda)} conda archives")
         # every destination is confined to the staging folder: a lock's subdir or file name is never a path
@@ -217,11 +218,7 @@ def write_bundle(out: Path, lock: Lock, *, name: str, selection: dict[str, Any] 
         (staging / MANIFEST).write_text(json.dumps(bundle.to_json(), indent=1) + "\n", encoding="utf-8")
         if out.exists():
             out.rmdir()  # empty (checked above)
-        out.parent.mkdir(parents=True, exist_ok=True)
         staging.rename(out)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
     return bundle
 
 

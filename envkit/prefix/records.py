@@ -298,3 +298,113 @@ def read_json_quiet(path: Path) -> dict[str, Any]:
     except (OSError, ValueError, RecursionError):
         return {}
     return data if isinstance(data, dict) else {}
+
+
+# -- typed reads (doctor: a field of the wrong type is a finding about that env, never a traceback) ------------
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return f"{str(value).lower()} (a boolean)"
+    if isinstance(value, (int, float)):
+        return f"the number {value!r}"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return type(value).__name__
+
+
+class Typed:
+    """A JSON object read field by field, each with the type conda or envkit writes there. A field of
+    another type (`"files": 5`, `"depends": "python"`, `"machine": []`) reads as its empty value and is
+    noted in `problems` ("<where>: files is the number 5, not a list of strings"), so the reader never
+    raises and the caller reports the env's damage instead of crashing on it. Shared `problems` list:
+    nested objects (`.mapping`, `.objects`) report into their parent's."""
+
+    def __init__(self, data: Any, where: str, problems: list[str] | None = None) -> None:
+        self.where = where
+        self.problems: list[str] = [] if problems is None else problems
+        if isinstance(data, dict):
+            self.data: dict[str, Any] = data
+        else:
+            self.data = {}
+            if data is not None:
+                self.problems.append(f"{where} is {_kind(data)}, not a mapping")
+
+    def __bool__(self) -> bool:
+        return bool(self.data)
+
+    def _wrong(self, key: str, value: Any, wanted: str) -> None:
+        self.problems.append(f"{self.where}: {key} is {_kind(value)}, not {wanted}")
+
+    def text(self, key: str, default: str = "") -> str:
+        """A string field (a plain number is taken as its text, as conda's own loader does for versions)."""
+        value = self.data.get(key)
+        if value is None:
+            return default
+        if isinstance(value, str):
+            return value
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return str(value)
+        self._wrong(key, value, "a string")
+        return default
+
+    def optional_text(self, key: str) -> str | None:
+        return self.text(key) if self.data.get(key) is not None else None
+
+    def integer(self, key: str) -> int | None:
+        """A whole number (a boolean is not one); None when absent or of another type."""
+        value = self.data.get(key)
+        if value is None:
+            return None
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        self._wrong(key, value, "a whole number")
+        return None
+
+    def texts(self, key: str) -> tuple[str, ...]:
+        """A list of strings (a lone string is not one: iterating it would give its characters)."""
+        value = self.data.get(key)
+        if value is None:
+            return ()
+        if not isinstance(value, list):
+            self._wrong(key, value, "a list of strings")
+            return ()
+        bad = [item for item in value if not isinstance(item, str)]
+        if bad:
+            self._wrong(f"an item of {key}", bad[0], "a string")
+        return tuple(item for item in value if isinstance(item, str))
+
+    def mapping(self, key: str) -> Typed:
+        value = self.data.get(key)
+        if value is not None and not isinstance(value, dict):
+            self._wrong(key, value, "a mapping")
+            value = None
+        return Typed(value, f"{self.where} {key}", self.problems)
+
+    def objects(self, key: str) -> list[Typed]:
+        """A list of mappings."""
+        value = self.data.get(key)
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            self._wrong(key, value, "a list of mappings")
+            return []
+        bad = [item for item in value if not isinstance(item, dict)]
+        if bad:
+            self._wrong(f"an item of {key}", bad[0], "a mapping")
+        return [Typed(item, f"{self.where} {key}[{i}]", self.problems)
+                for i, item in enumerate(value) if isinstance(item, dict)]
+
+
+def read_typed_quiet(path: Path, where: str, problems: list[str]) -> Typed:
+    """A JSON object file through the bounded reader, typed; absent is empty, unreadable is a problem."""
+    if not path.exists() and not path.is_symlink():
+        return Typed(None, where, problems)
+    try:
+        data = json.loads(read_text_quiet(path))
+    except (OSError, ValueError, RecursionError) as exc:
+        problems.append(f"{where} is unreadable ({str(exc)[:120] or type(exc).__name__})")
+        return Typed(None, where, problems)
+    return Typed(data, where, problems)

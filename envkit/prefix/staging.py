@@ -74,6 +74,65 @@ def quiet_signals() -> Iterator[None]:
             signal.raise_signal(pending[0])
 
 
+@contextmanager
+def interrupting() -> Iterator[None]:
+    """Ctrl-C and SIGTERM (a `kill`, a CI timeout, Slurm's scancel) interrupt the work at once, as an
+    exception, so every `finally` and `except BaseException` on the way out runs and removes what this run
+    made before anything is printed (SIGTERM's default action would end the process with no cleanup at all).
+
+    A handler of our own (not Python's default) also keeps asyncio.run from swallowing SIGINT while it
+    waits on rattler's future: the wakeup fd breaks the wait and the handler raises."""
+    def handler(_signum: int, _frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous: dict[signal.Signals, Any] = {}  # signal.signal's handlers: callables, SIG_DFL, SIG_IGN, None
+    try:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, handler)
+    except ValueError:  # not in the main thread
+        pass
+    try:
+        yield
+    except KeyboardInterrupt:
+        _quiet_closed_loop()
+        raise
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old if old is not None else signal.SIG_DFL)
+
+
+def _quiet_closed_loop() -> None:
+    """After an interrupt, rattler's runtime threads may still call back into the event loop asyncio.run just
+    closed; Python prints that RuntimeError('Event loop is closed') as a traceback of an ignored exception.
+    It is expected on the way out, so it is dropped (any other one still prints)."""
+    import sys
+    import threading
+
+    def closed(exc: BaseException | None) -> bool:
+        return isinstance(exc, RuntimeError) and "Event loop is closed" in str(exc)
+
+    previous_unraisable = sys.unraisablehook
+    previous_thread = threading.excepthook
+
+    def unraisable(info: Any) -> None:
+        if not closed(info.exc_value):
+            previous_unraisable(info)
+
+    def thread_hook(info: Any) -> None:
+        if not closed(info.exc_value):
+            previous_thread(info)
+
+    previous_except = sys.excepthook
+
+    def except_hook(kind: Any, value: BaseException, tb: Any) -> None:  # PyErr_Print from a runtime thread
+        if not closed(value):
+            previous_except(kind, value, tb)
+
+    sys.unraisablehook = unraisable
+    threading.excepthook = thread_hook
+    sys.excepthook = except_hook
+
+
 def check_parent(prefix: Path) -> None:
     """The folder an env goes into must be (or become) a folder: a file on the way is a usage error."""
     parent = prefix.parent
@@ -105,6 +164,47 @@ def _record(kind: str, target: Path, folder: Path, **extra: Any) -> str:
                        "host": socket.gethostname(), **extra})
 
 
+# Folders whose removal an interrupt could not finish before the message was printed (a runtime thread of
+# rattler's may still be writing into one for a moment: dropping its future does not stop a link already
+# under way). Each keeps its marker until it is gone; the CLI's exit path tries once more (settle_at_exit),
+# and whatever is still there is named with the command that removes it.
+_UNFINISHED: list[tuple[Path, Path]] = []
+SETTLE_S = 0.3  # a removed folder must stay gone this long (rattler's tasks stop within milliseconds)
+REMOVE_LIMIT_S = 15.0  # and the whole removal gives up (naming the folder) after this
+
+
+def _remove_settled(folder: Path, settle: float = SETTLE_S, limit: float = REMOVE_LIMIT_S) -> str | None:
+    """rmtree `folder`, again if something writes into it meanwhile, until it stays gone for `settle`
+    seconds; None when it is gone, else what is left and the command that removes it."""
+    import time
+
+    if not (folder.exists() or folder.is_symlink()):
+        return None  # renamed into place, or never made: nothing to wait for
+    deadline = time.monotonic() + limit
+    gone_since: float | None = None
+    failure = ""
+    while True:
+        now = time.monotonic()
+        if folder.exists() or folder.is_symlink():
+            gone_since = None
+            try:
+                if folder.is_symlink() or not folder.is_dir():
+                    folder.unlink()
+                else:
+                    shutil.rmtree(folder)
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                failure = f" ({exc.strerror or exc})"
+        elif gone_since is None:
+            gone_since = now
+        elif now - gone_since >= settle:
+            return None
+        if now > deadline:
+            return f"could not remove {folder}{failure}: remove it with rm -rf {folder}"
+        time.sleep(0.01)
+
+
 @dataclass
 class Held:
     """A folder next to the target that this process owns while its lock is held."""
@@ -114,48 +214,84 @@ class Held:
     fd: int
     _stack: Any = field(default=None, repr=False)
 
-    def release(self, remove_folder: bool) -> str | None:
-        """Drop the folder (if asked) and the lock; a cleanup failure is returned, never raised."""
+    def release(self, remove_folder: bool, settle: float = 0.0) -> str | None:
+        """Drop the folder (if asked) and the lock; a cleanup failure is returned, never raised. The lock
+        file goes last, and only once the folder is gone: a folder that stays keeps its marker, so the
+        next sweep still knows it as envkit's (and its owner as gone). `settle`: after an interrupt, how
+        long the removed folder must stay gone (a thread may still be writing into it)."""
         problem = None
         with quiet_signals():
-            if remove_folder and (self.folder.exists() or self.folder.is_symlink()):
-                try:
-                    shutil.rmtree(self.folder)
-                except OSError as exc:
-                    problem = f"could not remove {self.folder} ({exc.strerror or exc}): remove it with rm -rf {self.folder}"
+            if remove_folder:
+                problem = _remove_settled(self.folder, settle=settle)
             if self._stack is not None:
+                if problem is None:
+                    try:
+                        os.unlink(self.lock)  # while still locked: waiters re-check the inode (fsutil.flocked)
+                    except OSError:
+                        pass
+                else:
+                    _UNFINISHED.append((self.folder, self.lock))
                 self._stack.close()
                 self._stack = None
         return problem
 
     def abandon(self) -> None:
         """Let go of the lock but keep the marker: the next sweep finds the folder (e.g. a kept old env)."""
-        content = os.pread(self.fd, 1 << 16, 0)
-        self.release(remove_folder=False)
-        try:
-            fd = os.open(self.lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-            os.write(fd, content)
-            os.close(fd)
-        except OSError:
-            pass
+        with quiet_signals():
+            if self._stack is not None:
+                self._stack.close()
+                self._stack = None
+
+
+def settle_at_exit() -> list[str]:
+    """The exit path's last try at folders an interrupt left being written to: what is still there, each
+    with the command that removes it (empty: nothing was left behind)."""
+    left: list[str] = []
+    while _UNFINISHED:
+        folder, lock = _UNFINISHED.pop()
+        problem = _remove_settled(folder, settle=0.05, limit=2.0)
+        if problem is None:
+            fd = try_lock(lock)  # only while nobody (a sweep of another envkit) holds it
+            if fd is not None:
+                try:
+                    os.unlink(lock)
+                except OSError:
+                    pass
+                os.close(fd)
+        else:
+            left.append(problem)
+    return left
+
+
+def left_behind() -> list[str]:
+    """What an interrupted run could not remove (so far): never claim a clean slate while this is not empty."""
+    return [f"{folder} (remove it with rm -rf {folder})" for folder, _lock in _UNFINISHED
+            if folder.exists() or folder.is_symlink()]
 
 
 def hold(kind: str, target: Path, *, mkdir: bool, **extra: Any) -> Held:
-    """Lock a fresh `<kind>.<name>.<id>` name beside `target`; create the folder if asked."""
+    """Lock a fresh `<kind>.<name>.<id>` name beside `target`; create the folder if asked.
+
+    The marker comes first: the lock file is created (O_CREAT), flock-ed and filled before the folder
+    exists, so there is never a moment when the folder exists without a marker a sweep can read; a kill
+    between the two leaves only the lock, which the sweep drops (its folder does not exist)."""
     from contextlib import ExitStack
 
     tag = secrets.token_hex(6)
     folder = target.parent / f"{kind}.{target.name}.{tag}"
     lock = target.parent / f"{kind}.{target.name}.{tag}.lock"
     stack = ExitStack()
-    fd = stack.enter_context(flocked(lock, blocking=False, content=_record(kind, target, folder, **extra)))
-    try:
-        if mkdir:
-            folder.mkdir(mode=0o755)
-    except BaseException:
-        stack.close()
-        raise
-    return Held(folder, lock, fd, stack)
+    with quiet_signals():  # a signal between the lock and the folder would leave the lock held by no Held
+        fd = stack.enter_context(flocked(lock, blocking=False, content=_record(kind, target, folder, **extra),
+                                         unlink=False))
+        try:
+            if mkdir:
+                folder.mkdir(mode=0o755)
+        except BaseException:
+            os.unlink(lock)
+            stack.close()
+            raise
+        return Held(folder, lock, fd, stack)
 
 
 def update(held: Held, kind: str, target: Path, **extra: Any) -> None:
@@ -167,11 +303,15 @@ def update(held: Held, kind: str, target: Path, **extra: Any) -> None:
 @contextmanager
 def staging_folder(target: Path) -> Iterator[Held]:
     """A locked, marked staging folder; removed (before any message is printed) unless moved in."""
-    held = hold(STAGING, target, mkdir=True)
+    held: Held | None = None
     try:
+        with quiet_signals():  # a signal deferred inside hold() is raised here, where `held` is already known
+            held = hold(STAGING, target, mkdir=True)
         yield held
     except BaseException as exc:
-        problem = held.release(remove_folder=True)
+        if held is None:
+            raise
+        problem = held.release(remove_folder=True, settle=SETTLE_S)
         if problem and isinstance(exc, EnvkitError):  # the message must not claim a clean slate
             exc.message = exc.message.replace("nothing was left behind; ", "") + f"; and {problem}"
             exc.hint = (exc.hint or "").replace("nothing was left behind; ", "") or None
@@ -179,6 +319,17 @@ def staging_folder(target: Path) -> Iterator[Held]:
     problem = held.release(remove_folder=True)
     if problem:
         raise EnvkitError(f"the environment is in place, but {problem}", None)
+
+
+@contextmanager
+def staging_beside(out: Path) -> Iterator[Held]:
+    """A staging folder for something other than an env (a bundle's `-o DIR`), beside it: the sweep of
+    that folder first (a killed run's staging goes), then staging_folder's lock-first, remove-on-every-exit."""
+    check_parent(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    sweep(out.parent)
+    with staging_folder(out) as held:
+        yield held
 
 
 def check_target(prefix: Path, force: bool, allow_foreign: bool, expected_id: str | None = None) -> bool:
@@ -360,6 +511,12 @@ def _recover(kind: str, folder: Path, target: Path, data: dict[str, Any]) -> lis
             notes.append(f"restored {target} (a previous --force rebuild was interrupted)")
         return notes
     # OLD: the old env of an interrupted --force
+    if data.get("replaced") or not (folder.exists() or folder.is_symlink()):
+        # the rebuild had passed verify and the old env was being deleted (or is gone): finish, never restore
+        if folder.exists() or folder.is_symlink():
+            shutil.rmtree(folder, ignore_errors=True)
+            notes.append(f"finished removing the replaced old env {folder.name}")
+        return notes
     if target.exists() and data.get("new_id") and ownership(target, str(data["new_id"])).owned:
         # the rebuild was swapped in but never passed verify: the old env wins
         trash(target)

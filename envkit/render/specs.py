@@ -20,12 +20,15 @@ from envkit.render.envfile import CondaSpec, RenderError, check_pip_line, check_
 from envkit.resources import data_dir
 from envkit.safeio import MAX_YAML_BYTES, loads_yaml, read_text
 
-KEYS = {"description", "python", "torch", "conda", "pip", "variables", "flavor", "template"}
+KEYS = {"description", "python", "torch", "conda", "pip", "variables", "flavor"}
+# Keys refused with their own reason: a spec saying more than envkit does must fail, never be ignored (issue 20)
+REFUSED = {"template": "a spec cannot choose the template: every env file is rendered from envkit's own "
+                       "templates/environment.yml.j2 (the selection's channels and pins depend on it)"}
 TORCH_FAMILY = {"torchvision", "torchaudio"}
 # Packages the selection owns: a spec naming them would fight the per-machine choice.
 SELECTION_OWNED = {"pytorch", "torch", "pytorch-cuda", "cudatoolkit", "cuda-version", "cpuonly",
                    "pytorch-mutex", "pytorch-gpu", "pytorch-cpu", "python", "torchvision", "torchaudio"}
-_PY_RE = re.compile(r"^(3\.\d{1,2}|[<>=!~]=?\s*3\.\d{1,2}(\s*,\s*[<>=!~]=?\s*3\.\d{1,2})*)\Z")
+_PY_RE = re.compile(r"^(3\.\d{1,2}|[<>=!~]=?\s*3\.\d{1,2}(\s*,\s*[<>=!~]=?\s*3\.\d{1,2})*)\Z", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -39,7 +42,6 @@ class EnvSpec:
     pip: tuple[str, ...]
     variables: tuple[tuple[str, str], ...]
     flavor: str | None
-    template: str | None
 
 
 def search_path(extra: Path | None = None) -> list[Path]:
@@ -106,6 +108,12 @@ def load(name_or_path: str) -> EnvSpec:
     if not isinstance(raw, dict):
         raise SpecError(f"{path}:1: a spec must be a mapping of keys ({', '.join(sorted(KEYS))})",
                         "see envs/dl_train.yaml for the format")
+    refused = sorted(set(map(str, raw)) & set(REFUSED))
+    if refused:
+        raise SpecError(f"{where(refused[0])}: not supported: {REFUSED[refused[0]]}",
+                        f"remove '{refused[0]}:' from {path}; to change the env file itself, render it "
+                        f"(envkit render --spec {path} -o environment.yml), edit it, and create from it "
+                        "with --file environment.yml")
     unknown = sorted(set(map(str, raw)) - KEYS)
     if unknown:
         raise SpecError(f"{where(unknown[0])}: unknown key (allowed: {', '.join(sorted(KEYS))})",
@@ -177,10 +185,6 @@ def _build(path: Path, raw: dict[str, Any], where: Callable[[str], str]) -> EnvS
     flavor = raw.get("flavor")
     if flavor is not None and flavor not in ("conda-forge", "pytorch", "pip"):
         raise SpecError(f"{where('flavor')}: unknown flavor {flavor!r}", "use conda-forge, pytorch or pip")
-    template = raw.get("template")
-    if template is not None and (not isinstance(template, str) or not re.fullmatch(r"[\w.\-]+\.j2", template)):
-        raise SpecError(f"{where('template')}: template must be a file name in templates/ ending in .j2",
-                        "e.g. environment.yml.j2")
     description = raw.get("description") or ""
     if not isinstance(description, str):
         raise SpecError(f"{where('description')}: must be a string", "write one line of text")
@@ -188,7 +192,7 @@ def _build(path: Path, raw: dict[str, Any], where: Callable[[str], str]) -> EnvS
         name=path.stem, path=path, description=description.strip(), python=python,
         torch_extras=tuple(extras), conda=tuple(conda), pip=tuple(pip),
         variables=check_variables(raw.get("variables"), where("variables")),
-        flavor=flavor, template=template,
+        flavor=flavor,
     )
 
 

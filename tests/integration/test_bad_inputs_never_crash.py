@@ -71,6 +71,20 @@ KINDS: dict[str, bytes | str] = {
     "dangling": "dangling",
     "missing": "missing",
 }
+# issue 20: metadata of valid JSON whose fields have the wrong type; doctor reads it as a finding about that env
+TYPED: dict[str, dict[str, object]] = {
+    "files-int": {"name": "e", "files": 5},
+    "depends-int": {"name": "e", "depends": 5},
+    "depends-str": {"name": "e", "depends": "python >=3"},
+    "paths-int": {"name": "e", "paths_data": {"paths": 5}},
+    "paths-items": {"name": "e", "paths_data": {"paths": [5, "x", None]}},
+    "name-list": {"name": [1], "version": {}, "build": []},
+    "machine-list": {"name": "e", "machine": [], "selection": {"torch": 5}},
+    "gpus-int": {"name": "e", "machine": {"gpus": 5, "driver": 5}},
+    "selection-int": {"name": "e", "selection": 5, "cuda_override": [1]},
+    "fields-mixed": {"name": "e", "selection": {"torch": [], "python": {}, "cuda": 5, "variant": True},
+                     "outcome": [], "time": 5, "cuda": "x"},
+}
 HOSTILE = {"bomb", "deeper", "huge", "zero", "urandom", "fifo"}
 NEEDS_SUBPROCESS = {"urandom", "fifo"}  # would hang an in-process run if the bound ever regressed
 SUBPROCESS_SLOTS = {"render-from", "create-lock", "config-detect", "specpath-list", "state-run", "record-doctor",
@@ -173,14 +187,15 @@ NAMES = ["../x", "a/b", "base", "x\n", "-rf", "a" * 300, ".hidden", "a b", "é",
 MIRRORS = ["htps://user:PW-SECRET@host", "ftp://user:PW-SECRET@host/x", "http://user:PW SECRET@host",
            "user:PW-SECRET@host/x", "htps://host/t/TK-SECRET/x", "nope", "http://", "http://a b",
            "https://host/{{x}}", "file:", "javascript:alert(1)", " ", "tuna\n"]
-CUDA = ["abc", "13", "13.0.1", "13.0\n", "1e5", "-1", "12.x", " 13.0", "cpu\n", "130"]
-TORCH = ["2.5.1.2.3.4", "abc", ">=x", "2.5\n", "==", ">=2.4,<", "1" * 400, "2.5; rm -rf /", "99.0"]
+CUDA = ["abc", "13", "13.0.1", "13.0\n", "1e5", "-1", "12.x", " 13.0", "cpu\n", "130", "\u0661\u0662.\u0664"]
+TORCH = ["2.5.1.2.3.4", "abc", ">=x", "2.5\n", "==", ">=2.4,<", "1" * 400, "2.5; rm -rf /", "99.0", " ", "",
+         "\u0662.\u0665", ">=\u0662"]
 PYTHON = ["2.7", "3", "abc", "3.11\n", "3.11.1.1", "4.0"]
-DRIVER = ["abc", "1.2", "550.54.15\n", "99999.1", "550"]
-CC = ["abc", "99.0", "8.6.1", "2.0", "8.6\n", "-8.6"]
+DRIVER = ["abc", "1.2", "550.54.15\n", "99999.1", "550", "\u0665\u0665\u0660.54.15"]
+CC = ["abc", "99.0", "8.6.1", "2.0", "8.6\n", "-8.6", "\u0668.\u0666"]
 TIMEOUT = ["nan", "inf", "-inf", "1e308", "0", "-5", "abc", "0.1"]
-OVERRIDE = ["abc", "1e5", "-1", "12.x", "1" * 50, "12.4.1.1", "12 4"]  # conda strips it, so "12.4\n" is valid
-INDEX = ["not a url", "http://x\nfoo", "ftp://x", "http://x/{{y}}", "http://x'y", "file:"]
+OVERRIDE = ["abc", "1e5", "-1", "12.x", "1" * 50, "12.4.1.1", "12 4", "\u0661\u0662.\u0664"]  # conda strips it, so "12.4\n" is valid
+INDEX = ["not a url", "http://x\nfoo", "ftp://x", "http://x/{{y}}", "http://x'y", "file:", "garbage", "http://x y"]
 CONFIG_VALUES = {
     "cuda": ["[1]", "{a: 1}", "true", "abc", "'13.0\\n'"],
     "torch": ["[1]", "{a: 1}", "true", "2.5.1.2.3.4"],
@@ -230,6 +245,7 @@ def option_cases() -> list[Case]:
             cases.append(Case(f"env-{verb}-ENVKIT_MIRROR-{i}", base, (("ENVKIT_MIRROR", v),)))
         for i, v in enumerate(INDEX):
             cases.append(Case(f"env-{verb}-index-{i}", (*base, "--flavor", "pip"), (("ENVKIT_PYTORCH_INDEX", v),)))
+            cases.append(Case(f"env-{verb}-index-cpu-{i}", base, (("ENVKIT_PYTORCH_INDEX", v),)))
         named = ("render", "x", "--cuda", "cpu") if verb == "render" else ("create", "n1", "--spec", "x", "--dry-run")
         cases.append(Case(f"env-{verb}-specpath-zero", named, (("ENVKIT_SPEC_PATH", "/dev/zero"),)))
     for i, v in enumerate(NAMES):
@@ -275,8 +291,70 @@ def option_cases() -> list[Case]:
         Case("unknown-verb", ("frobnicate",)),
         Case("unknown-option", ("list", "--frob")),
     ]
+    cases += verb_cases()
     for i, v in enumerate(TIMEOUT):
         cases.append(Case(f"opt-verify-timeout-{i}", ("verify", "--python", sys.executable, "--timeout", v)))
+    return cases
+
+
+def verb_cases() -> list[Case]:
+    """bundle, lock, doctor, create --lock and create --bundle (issue 20): every selection option fed garbage,
+    their own options and targets, and doctor on wrongly typed metadata (alone, and beside a good env with --all)."""
+    cases: list[Case] = []
+    bases = {"bundle": ("bundle", "n1", "--spec", "minimal", "-o", "{W}/bundle-never"),
+             "lock": ("lock", "minimal", "--platform", "linux-64", "-o", "{W}/never.lock"),
+             "createlock": ("create", "n1", "--lock", "{W}/files/empty.lock", "--dry-run"),
+             "createbundle": ("create", "n1", "--bundle", "{W}/bundles/empty", "--dry-run")}
+    for verb, base in bases.items():
+        for i, v in enumerate(CUDA):
+            cases.append(Case(f"verb-{verb}-cuda-{i}", (*base, "--cuda", v)))
+        for i, v in enumerate(TORCH):
+            cases.append(Case(f"verb-{verb}-torch-{i}", (*base, "--cuda", "cpu", "--torch", v)))
+        for i, v in enumerate(PYTHON):
+            cases.append(Case(f"verb-{verb}-python-{i}", (*base, "--cuda", "cpu", "--python", v)))
+        for i, v in enumerate(OVERRIDE):
+            cases.append(Case(f"verb-{verb}-override-{i}", base, (("CONDA_OVERRIDE_CUDA", v),)))
+        for i, v in enumerate(INDEX):
+            cases.append(Case(f"verb-{verb}-index-{i}", (*base, "--cuda", "cpu"), (("ENVKIT_PYTORCH_INDEX", v),)))
+        if verb in ("bundle", "createlock", "createbundle"):
+            for i, v in enumerate(DRIVER):
+                cases.append(Case(f"verb-{verb}-driver-{i}", (*base, "--driver-version", v)))
+            for i, v in enumerate(CC):
+                cases.append(Case(f"verb-{verb}-cc-{i}", (*base, "--compute-capability", v)))
+    for i, v in enumerate(DRIVER):
+        cases.append(Case(f"verb-doctor-driver-{i}", ("doctor", "--all", "--driver-version", v)))
+    for i, v in enumerate(CC):
+        cases.append(Case(f"verb-doctor-cc-{i}", ("doctor", "--all", "--compute-capability", v)))
+    cases += [
+        Case("verb-bundle-out-file", ("bundle", "n1", "--spec", "minimal", "--cuda", "cpu", "-o", "{W}/files/empty.yml")),
+        Case("verb-bundle-out-nonempty", ("bundle", "n1", "--spec", "minimal", "--cuda", "cpu", "-o", "{W}/files")),
+        Case("verb-bundle-out-under-file", ("bundle", "n1", "--spec", "minimal", "--cuda", "cpu", "-o",
+                                            "{W}/files/empty.yml/b")),
+        Case("verb-bundle-no-name", ("bundle", "-o", "{W}/bundle-never")),
+        Case("verb-bundle-unknown-env", ("bundle", "nope", "-o", "{W}/bundle-never")),
+        Case("verb-lock-platform", ("lock", "minimal", "--platform", "nope", "-o", "{W}/never.lock")),
+        Case("verb-lock-platform-blank", ("lock", "minimal", "--platform", " ", "-o", "{W}/never.lock")),
+        Case("verb-lock-version", ("lock", "minimal", "--platform", "linux-64", "--lock-version", "9")),
+        Case("verb-lock-out-folder", ("lock", "minimal", "--platform", "linux-64", "--cuda", "cpu", "-o", "{W}/files")),
+        Case("verb-render-out-dev-full", ("render", "minimal", "--cuda", "cpu", "-o", "/dev/full"),
+             expect="is full: free space"),  # ENOSPC hints at disk space, not at permissions
+        Case("verb-render-spec-template", ("render", "--spec", "{W}/spec-template.yaml", "--cuda", "cpu"),
+             expect="key 'template': not supported"),  # refused by name, never silently ignored
+        Case("verb-create-spec-template", ("create", "n1", "--spec", "{W}/spec-template.yaml", "--cuda", "cpu",
+                                           "--dry-run"), expect="key 'template': not supported"),
+        Case("verb-doctor-both", ("doctor", "e1", "--all")),
+        Case("verb-doctor-prefix-file", ("doctor", "--prefix", "{W}/files/empty.yml")),
+        Case("verb-doctor-prefix-missing", ("doctor", "--prefix", "{W}/nope")),
+        Case("verb-doctor-no-env", ("doctor",), (("CONDA_PREFIX", ""),)),
+        Case("verb-doctor-active-missing", ("doctor",), (("CONDA_PREFIX", "{W}/nope"),)),
+    ]
+    drivers = ("--driver-version", "580.65.06", "--compute-capability", "9.0")
+    for kind in TYPED:
+        for slot in ("record", "createjson", "verifyjson"):
+            home = (("ENVKIT_HOME", "{W}/homes/typed-" + slot + "-" + kind),)
+            cases.append(Case(f"typed-{slot}-doctor-{kind}", ("doctor", "e1", *drivers), home, ok=True, codes=(5,)))
+            cases.append(Case(f"typed-{slot}-doctor-all-{kind}", ("doctor", "--all", "--json", *drivers), home,
+                              ok=True, codes=(5,), expect="/envs/e2"))  # the good env beside it is still reported
     return cases
 
 
@@ -302,6 +380,15 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
             write_kind(env / rel, kind)
             good = w / "homes" / f"{slot}-{kind}" / "envs" / "e2" / "conda-meta"
             good.mkdir(parents=True, exist_ok=True)
+    for kind, data in TYPED.items():
+        for slot, rel in (("record", "conda-meta/e-1.0-0.json"), ("createjson", ".envkit/create.json"),
+                          ("verifyjson", ".envkit/verify.json")):
+            home = w / "homes" / f"typed-{slot}-{kind}" / "envs"
+            (home / "e1" / "conda-meta").mkdir(parents=True, exist_ok=True)
+            (home / "e1" / ".envkit").mkdir(exist_ok=True)
+            (home / "e1" / rel).write_text(json.dumps(data))
+            (home / "e2" / "conda-meta").mkdir(parents=True, exist_ok=True)
+    (w / "spec-template.yaml").write_text("description: x\ntorch: []\ntemplate: environment.yml.j2\n")
     (w / "specdirs" / "missing").mkdir(parents=True)
     (w / "bundles" / "missing").mkdir(parents=True)
     for slot in ("createjson", "verifyjson", "state", "record", "history", "owner"):

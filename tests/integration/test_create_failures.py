@@ -110,3 +110,22 @@ def test_unreachable_channel_is_one_line_redacted_and_v_shows_the_chain(tmp_path
     assert "Caused by" in verbose.stderr and "tcp connect error" in verbose.stderr, verbose.stderr
     assert "S3cr3tPassw0rd" not in verbose.stdout + verbose.stderr
     assert len([x for x in verbose.stderr.splitlines() if x.startswith("error: ")]) == 1
+
+
+# -- SIGINT, SIGTERM and SIGKILL during create, create --lock, create --bundle and bundle ------------
+@pytest.mark.parametrize("verbs", ["create,create-lock", "create-bundle,bundle"])
+def test_kills_during_every_staging_verb_leave_nothing_after_the_next_command(verbs: str) -> None:
+    """scripts/torture.py's kills, one of each signal per verb (the full 30-per-signal run is the script's):
+    SIGINT/SIGTERM remove their staging before printing and never claim a clean slate falsely; whatever a
+    SIGKILL leaves, the next command of that kind sweeps."""
+    script = Path(__file__).resolve().parents[2] / "scripts" / "torture.py"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ENVKIT_", "CONDA_"))}
+    done = subprocess.run([sys.executable, str(script), "--verbs", verbs, "--kills", "1", "--kills-only",
+                           "--seed", "7"], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    for line in ("staging left after next cmd", "false 'nothing was left behind'",
+                 "staging left unnamed by a handled signal", "envs lost", "tracebacks"):
+        row = next(x for x in done.stdout.splitlines() if x.startswith(line))
+        assert row.split()[len(line.split())] == "0", row
+    for verb in verbs.split(","):
+        assert f"{verb} SIGKILL" in done.stdout and f"{verb} SIGTERM" in done.stdout, done.stdout

@@ -1,0 +1,113 @@
+"""envkit/prefix/staging.py: a staging folder is marked (lock file, JSON naming it) before it exists, the marker
+goes only once the folder stayed gone, an interrupt never claims a clean slate while something is left, and
+the sweep removes a dead owner's staging (never a folder without envkit's marker)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from envkit.prefix import staging
+
+
+def _writer(folder: Path, seconds: float) -> threading.Thread:
+    """Stands in for rattler's runtime thread, still linking files into the folder after an interrupt."""
+    def run() -> None:
+        end = time.monotonic() + seconds
+        i = 0
+        while time.monotonic() < end:
+            try:
+                (folder / "lib" / "deep").mkdir(parents=True, exist_ok=True)
+                (folder / "lib" / "deep" / f"f{i}").write_text("x")
+            except OSError:
+                pass
+            i += 1
+            time.sleep(0.002)
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_the_marker_exists_before_the_folder_and_names_it(tmp_path: Path) -> None:
+    held = staging.hold(staging.STAGING, tmp_path / "env", mkdir=True)
+    try:
+        data = json.loads(held.lock.read_text())
+        assert data["envkit"] == staging.STAGING and data["folder"] == str(held.folder)
+        assert held.folder.is_dir() and held.lock.name == held.folder.name + ".lock"
+        assert held.lock.stat().st_mtime_ns <= held.folder.stat().st_mtime_ns
+    finally:
+        assert held.release(remove_folder=True) is None
+    assert not held.folder.exists() and not held.lock.exists()
+
+
+def test_an_interrupted_build_still_writing_is_removed_before_the_message(tmp_path: Path) -> None:
+    with pytest.raises(KeyboardInterrupt):
+        with staging.staging_folder(tmp_path / "env") as held:
+            folder = held.folder
+            _writer(folder, 0.15)
+            time.sleep(0.02)
+            raise KeyboardInterrupt
+    assert not folder.exists() and list(tmp_path.iterdir()) == []
+    assert staging.left_behind() == []
+
+
+def test_a_folder_that_will_not_go_keeps_its_marker_and_is_named(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(staging, "REMOVE_LIMIT_S", 0.2)
+    monkeypatch.setattr(staging, "_remove_settled",
+                        lambda folder, settle=0.0, limit=0.2: f"could not remove {folder}: remove it with rm -rf {folder}")
+    held = staging.hold(staging.STAGING, tmp_path / "env", mkdir=True)
+    problem = held.release(remove_folder=True, settle=0.05)
+    assert problem is not None and "rm -rf" in problem
+    assert held.lock.exists() and held.folder.exists()  # the sweep still knows it as envkit's
+    assert [str(held.folder) in x for x in staging.left_behind()] == [True]
+    monkeypatch.undo()
+    assert staging.settle_at_exit() == [] and not held.folder.exists() and not held.lock.exists()
+    assert staging.left_behind() == []
+
+
+def test_the_sweep_removes_a_killed_owners_staging_and_nothing_unmarked(tmp_path: Path) -> None:
+    code = ("import sys, time; from pathlib import Path; from envkit.prefix import staging; "
+            "h = staging.hold(staging.STAGING, Path(sys.argv[1]), mkdir=True); (h.folder / 'f').write_text('x'); "
+            "print('ready', flush=True); time.sleep(60)")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "env")], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    left = [p for p in tmp_path.iterdir() if p.is_dir()]
+    assert staging.sweep(tmp_path) == [] and all(p.exists() for p in left)  # its owner is alive: untouched
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    lookalike = tmp_path / ".envkit-staging.other.0123456789ab"  # envkit's name, no marker: not envkit's
+    lookalike.mkdir()
+    notes = staging.sweep(tmp_path)
+    assert len(notes) == 1 and "removed a stale staging folder" in notes[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [lookalike.name]
+
+
+def test_a_kill_while_the_replaced_old_env_is_deleted_keeps_the_new_one(tmp_path: Path) -> None:
+    prefix = tmp_path / "env"
+    (prefix / "conda-meta").mkdir(parents=True)
+    (prefix / "conda-meta" / "history").write_text("new\n")
+    old = staging.hold(staging.OLD, prefix, mkdir=True, new_id="abc")
+    (old.folder / "half-deleted").write_text("x")
+    staging.update(old, staging.OLD, prefix, new_id="abc", replaced=True)
+    old.abandon()  # what a SIGKILL mid-delete leaves: the marker, free, and part of the old env
+    notes = staging.sweep(tmp_path)
+    assert (prefix / "conda-meta" / "history").read_text() == "new\n"
+    assert not old.folder.exists() and not old.lock.exists() and "finished removing" in notes[0]
+
+
+def test_sigterm_is_an_exception_inside_interrupting() -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(KeyboardInterrupt):
+        with staging.interrupting():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1)
+    assert signal.getsignal(signal.SIGTERM) == before
