@@ -174,13 +174,20 @@ def _working_versions(req: Request, driver_version: str | None, compute_capabili
 
 
 def _in_range(version: str, spec: str) -> bool:
+    """Can a torch built for CUDA `version` share an env with the CUDA runtime `spec` asks for? Inside the
+    range, or the same major at or below a version the range admits: CUDA minor version compatibility (NVIDIA,
+    CUDA Compatibility guide, "Minor Version Compatibility") and conda-forge's CUDA 12 builds' run_exports
+    (`cuda-version >=12.0,<13`) let a 12.0 build of torch sit beside cuda-version=12.5."""
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
     from packaging.version import InvalidVersion, Version
 
     try:
-        return Version(version) in SpecifierSet(spec)
+        have, allowed = Version(version), SpecifierSet(spec)
     except (InvalidSpecifier, InvalidVersion):
         return True
+    if have in allowed:
+        return True
+    return any(Version(f"{have.major}.{minor}") in allowed for minor in range(have.minor, 10))
 
 
 def _unpublished(exc: Exception) -> bool:

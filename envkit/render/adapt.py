@@ -138,8 +138,20 @@ def _pip_version_text(line: PipLine) -> str | None:
     return text or None
 
 
+_REQUIREMENTS_HINT = ("list it in an environment.yml's pip section (dependencies: [python=3.X, pip, {pip: [-r "
+                      "FILE]}]) and pass that file (conda env create reads a .txt as conda specs, not pip's)")
+
+
 def parse_file(path: Path) -> Parsed:
-    raw = load_yaml_file(path)
+    try:
+        raw = load_yaml_file(path)
+    except InputError as exc:
+        if path.suffix.lower() == ".txt" and "YAML" in exc.message:
+            # a pip requirements file (`--index-url ...`, `pkg==1; marker`) is rarely valid YAML
+            raise RenderError(f"{path}: a pip requirements file, not an environment.yml", _REQUIREMENTS_HINT) from None
+        raise
+    if not isinstance(raw, dict) and path.suffix.lower() == ".txt":
+        raise RenderError(f"{path}: a pip requirements file, not an environment.yml", _REQUIREMENTS_HINT)
     if not isinstance(raw, dict):
         raise RenderError(f"{path}: not an environment.yml (expected a mapping with name/channels/dependencies)",
                           "pass a conda environment file")
@@ -877,6 +889,9 @@ def _couplings(parsed: Parsed, sel: Selection, cuda_given: bool, state: _Adaptin
             problems.append(f"{text} ({where}) was built for torch {built_torch} {built_tag}; here: torch "
                             f"{sel.torch} {tag}")
         other = None if built_tag else _CU_TAG_RE.search(text)
+        if other and len(other.group(1)) == 2 and tag.startswith("cu") and re.search(
+                rf"-cu{other.group(1)}\b", line.name or text) and tag[2:-1] == other.group(1):
+            other = None  # NVIDIA's and RAPIDS' -cu11/-cu12 wheels name the CUDA major (cuml-cu11: any CUDA 11)
         if other and "cu" + other.group(1) != tag:
             problems.append(f"{text} ({where}) was built for CUDA {_tag_cuda('cu' + other.group(1))}; here: "
                             f"{tag}")
@@ -974,6 +989,11 @@ def cuda_ceilings(parsed: Parsed, request: Request, driver_cuda: str | None,
         except InvalidSpecifier:
             allowed = SpecifierSet()
         inside = [c for c in known if Version(c) in allowed and Version(c) <= Version(driver_cuda)]
+        if not inside and any(Version(c) in allowed and Version(c).major == Version(driver_cuda).major for c in known):
+            # the same CUDA major as the driver: the runtime runs here through minor version compatibility (NVIDIA
+            # CUDA Compatibility guide; conda-forge's cuda-version X.Y needs only __cuda >= X), so the file's line
+            # stays and torch takes the newest build this driver runs
+            return ["auto"]
         if not inside:
             raise RenderError(
                 f"{', '.join(parsed.cuda_consumers)} in the file need CUDA {parsed.cuda_range} (their cudatoolkit/"
@@ -1010,6 +1030,9 @@ def check_torch_text(parsed: Parsed) -> None:
         version = None
     if version is not None and (version.is_prerelease or version.is_devrelease):
         release = f"{version.major}.{version.minor}"
+        # PyTorch's nightlies before the 2.0 release were numbered 1.14 (no 1.14 was ever released: pytorch.org
+        # "PyTorch 2.0" announcement, 2022-12; the nightly index went from 1.14.0.dev to 2.0.0.dev)
+        release = {"1.14": "2.0"}.get(release, release)
         raise RenderError(f"{line} ({parsed.where(line)}) is a nightly or pre-release torch: envkit selects among "
                           "released builds (the catalogue has no nightlies)",
                           f"pass --torch {release} for the {release} release line, or install that nightly by "

@@ -497,3 +497,57 @@ def test_the_files_pip_pin_stands_for_the_bare_pip_of_a_pip_flavor(tmp_path: Pat
                    "  - pip:\n    - torch==2.4.1\n    - einops==0.8.0\n")
     deps = render_env(from_file=env, driver_version="550.54.15", compute_capabilities=("8.6",)).envfile.dependencies
     assert [d for d in deps if d.split("=")[0] == "pip"] == ["pip=25.3"]
+
+
+# -- found on the development part of the real corpus (tests/fixtures/corpus_real), same shapes, own fixtures --
+def test_a_requirements_file_given_as_the_environment_file_is_named_as_such(tmp_path: Path) -> None:
+    """hlr/domiknows requirements-cu128.txt: `--extra-index-url ...` lines made it a "YAML syntax error"."""
+    from envkit.errors import RenderError
+    from envkit.plan import render_env
+
+    req = tmp_path / "requirements-cu128.txt"
+    req.write_text("--extra-index-url https://download.pytorch.org/whl/cu128\ntorch==2.7.1\nnumpy>=1.24 ; python_version>'3.8'\n"
+                   "einops: 1\n- x\n")
+    with pytest.raises(RenderError) as info:
+        render_env(from_file=req, driver_version="550.54.15", compute_capabilities=("8.6",))
+    assert "a pip requirements file, not an environment.yml" in info.value.message
+    assert "pip section" in (info.value.hint or "") and "YAML" not in info.value.message
+
+
+def test_a_cuda_version_of_the_drivers_major_stays_for_tensorflow(tmp_path: Path) -> None:
+    """stevenygd/jax-diffusion: `cuda-version=12.5` beside tensorflow was refused on a CUDA 12.4 driver and beside a
+    torch built for 12.0, though CUDA minor version compatibility runs it (NVIDIA CUDA Compatibility guide)."""
+    from envkit.plan import render_env
+
+    env = tmp_path / "environment.yml"
+    env.write_text("name: x\nchannels:\n  - conda-forge\ndependencies:\n  - python=3.11\n  - cuda-version=12.5\n"
+                   "  - tensorflow=2.17=cuda120*\n  - pytorch=2.3.0\n")
+    for driver, cc in (("550.54.15", "8.6"), ("580.159.04", "9.0"), ("535.104.05", "6.1")):
+        r = render_env(from_file=env, driver_version=driver, compute_capabilities=(cc,))
+        assert r.selection is not None and r.selection.torch == "2.3.0" and r.selection.cuda.startswith("12.")
+        assert any(d.startswith("tensorflow=2.17") for d in r.envfile.dependencies)
+
+
+def test_a_cu11_wheel_name_is_the_cuda_major_not_cuda_1_1(tmp_path: Path) -> None:
+    """facebookresearch/dinov2 conda.yaml: `cuml-cu11` was "built for CUDA 1.1; here: cu118"."""
+    from envkit.plan import render_env
+
+    env = tmp_path / "conda.yaml"
+    env.write_text("name: x\nchannels:\n  - pytorch\n  - nvidia\n  - conda-forge\ndependencies:\n  - python=3.9\n"
+                   "  - pytorch::pytorch=2.0.0\n  - pytorch::pytorch-cuda=11.8.0\n  - pip\n  - pip:\n"
+                   "    - --extra-index-url https://pypi.nvidia.com\n    - cuml-cu11\n")
+    r = render_env(from_file=env, driver_version="550.54.15", compute_capabilities=("8.6",))
+    assert r.selection is not None and r.selection.cuda == "11.8" and "cuml-cu11" in r.envfile.pip
+
+
+def test_a_1_14_nightly_points_at_2_0_the_release_it_became(tmp_path: Path) -> None:
+    """dmiu-shell/l2d2-c: `pytorch=1.14.0.dev20221130` suggested --torch 1.14, which was never released."""
+    from envkit.errors import RenderError
+    from envkit.plan import render_env
+
+    env = tmp_path / "environment.yml"
+    env.write_text("name: x\nchannels:\n  - pytorch-nightly\ndependencies:\n  - python=3.9\n"
+                   "  - pytorch=1.14.0.dev20221130=py3.9_0\n")
+    with pytest.raises(RenderError) as info:
+        render_env(from_file=env, driver_version="550.54.15", compute_capabilities=("8.6",))
+    assert "--torch 2.0" in (info.value.hint or "") and "1.14" not in (info.value.hint or "")
