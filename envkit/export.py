@@ -94,7 +94,12 @@ def read_records(prefix: Path, config: dict[str, Any] | None = None) -> list[Con
     for path in prefix_records.record_paths(prefix):
         try:
             data = prefix_records.load_record(path)
-            name, version, build = data["name"], str(data["version"]), str(data["build"])
+            name, version, build = data["name"], data["version"], data["build"]
+            for field, value in (("name", name), ("version", version), ("build", build)):
+                # conda writes these as strings (a bare number is a version YAML/JSON tools sometimes leave)
+                if not isinstance(value, (str, int, float)) or isinstance(value, bool) or value == "":
+                    raise ValueError(f"its {field} is {type(value).__name__} {str(value)[:40]!r}, not a string")
+            name, version, build = str(name), str(version), str(build)
         except InputError:
             raise  # not a regular file, too big, not text, not JSON: named by safeio
         except (OSError, ValueError, KeyError, TypeError) as exc:

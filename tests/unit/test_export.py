@@ -1,0 +1,32 @@
+"""export reads conda-meta records typed: a wrongly typed name/version/build is a named error about that record,
+never a traceback (issue 20 / T4's finding: a record whose name is a list crashed `envkit export`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from envkit.errors import ExportError
+from envkit.export import read_records
+
+
+@pytest.mark.parametrize("bad", [["a", "b"], {"x": 1}, None, True, ""])
+def test_a_wrongly_typed_record_field_is_a_named_error(tmp_path: Path, bad: object) -> None:
+    meta = tmp_path / "conda-meta"
+    meta.mkdir()
+    (meta / "history").write_text("")
+    (meta / "zlib-1.3-h0_0.json").write_text(json.dumps({"name": bad, "version": "1.3", "build": "h0_0"}))
+    with pytest.raises(ExportError) as info:
+        read_records(tmp_path)
+    assert "zlib-1.3-h0_0.json" in info.value.message and "name" in info.value.message
+    assert info.value.hint and "recreate" in info.value.hint
+
+
+def test_a_numeric_version_is_read_as_its_text(tmp_path: Path) -> None:
+    meta = tmp_path / "conda-meta"
+    meta.mkdir()
+    (meta / "history").write_text("")
+    (meta / "pkg-2-h0_0.json").write_text(json.dumps({"name": "pkg", "version": 2, "build": "h0_0"}))
+    assert [(r.name, r.version) for r in read_records(tmp_path)] == [("pkg", "2")]
