@@ -131,4 +131,6 @@ def kernel_cmd(name: str | None, prefix: str | None, remove: bool) -> None:
                           f"envkit run {name or path} -- python -m pip install ipykernel), then envkit kernel "
                           f"{name or '--prefix ' + str(path)}")
     kernel = register(path, name or path.name)
-    output.plain(f"registered Jupyter kernel {kernel.name}: {kernel.display_name} ({kernel.path})")
+    output.plain(output.sanitize(f"registered Jupyter kernel {kernel.name}: {kernel.display_name} ({kernel.path})"))
+    for note in kernel.skipped:  # a logo that was a symlink out of the env, a device or a FIFO: said, not copied
+        output.plain(output.sanitize(f"note: {note}"), err=True)

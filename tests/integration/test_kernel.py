@@ -226,6 +226,7 @@ def test_logos_that_are_not_the_envs_own_regular_files_are_not_copied(capsys: py
         with within(30):  # a FIFO would block the copy, /dev/zero fill the disk
             code, out, err = run_cli(capsys, "kernel", name, "--prefix", str(prefix))
         assert code == 0 and "Traceback" not in err, err
+        assert "logo-64x64.png not copied" in err, err  # said, not silently dropped
         assert not (kernels_dir() / f"envkit-{name}" / "logo-64x64.png").exists()
         assert (kernels_dir() / f"envkit-{name}" / "kernel.json").is_file()
     assert "secret-hash" not in "".join(p.read_text() for p in kernels_dir().rglob("*") if p.is_file())
