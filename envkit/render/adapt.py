@@ -483,6 +483,9 @@ def _conda_lines(parsed: Parsed, sel: Selection | None, machine: Machine, state:
             platform_dropped.append(original.name)
             continue
         spec = original
+        if re.search(r"\[[^=\]]*\]\s*$", raw):
+            state.changes.append(f"{raw.strip()} -> {original.render()} (conda ignores a [...] without key=value: "
+                                 "conda/models/match_spec.py)")
         if sel is not None:
             adjusted = _against_selection(raw, original, sel, state)
             if adjusted is None:

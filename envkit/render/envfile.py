@@ -87,6 +87,10 @@ def _split_brackets(value: str, where: str) -> tuple[str, dict[str, str]]:
     if not value.endswith("]") or "[" not in value:
         return value, {}
     head, _, body = value[:-1].partition("[")
+    if "=" not in body and re.fullmatch(r"[A-Za-z0-9_.,\- ]*", body):
+        # conda reads only key=value pairs in brackets and ignores the rest (conda/models/match_spec.py,
+        # _parse_spec_str step 4): `imageio[ffmpeg]` and `jaxlib=0.4.23[cuda118]` install imageio and jaxlib=0.4.23
+        return head.strip(), {}
     fields: dict[str, str] = {}
     for match in re.finditer(r"\s*([a-z_0-9]+)\s*=\s*('[^']*'|\"[^\"]*\"|[^,]*)\s*(,|$)", body):
         key, raw = match.group(1), match.group(2).strip()
@@ -130,6 +134,11 @@ def parse_conda_spec(text: Any, where: str = "dependency") -> CondaSpec:
     rest = re.sub(r"\s*([,|])\s*", r"\1", rest)
     rest = re.sub(r"([<>=!~]=?)\s+(?=[0-9A-Za-z*])", r"\1", rest)
     version, build = "", ""
+    exact_build = re.fullmatch(r"==([^=<>!~,|\s]+)=([A-Za-z0-9_.*+\-]+)", rest)
+    if exact_build:
+        # `name==1.2=build` (conda-lock and `conda list` style): conda's MatchSpec takes the last `=` that follows
+        # no operator as the build separator (_parse_version_plus_build)
+        rest = f"={exact_build.group(1)}={exact_build.group(2)}"
     if rest.startswith("=") and not rest.startswith("=="):
         parts = rest[1:].split("=")
         if len(parts) > 2:
@@ -142,6 +151,8 @@ def parse_conda_spec(text: Any, where: str = "dependency") -> CondaSpec:
         build = build.strip()
     elif rest:
         version = rest if rest[0] in "=<>!~" else " " + rest
+    if exact_build:
+        version = "==" + exact_build.group(1)
     if " " in build or not VERSION_RE.match(version) or not BUILD_RE.match(build):
         raise RenderError(f"{where}: invalid version or build in {text.strip()!r}", "use e.g. numpy>=1.26,<2")
     if "version" in fields:

@@ -177,3 +177,24 @@ def test_an_old_driver_names_the_driver_rule(capsys: pytest.CaptureFixture[str],
     assert code == 1
     assert "driver: torch 1.9.0's oldest pytorch build that runs on these GPUs needs CUDA 10.2 (driver >= 440.33)" \
         in err
+
+
+# found on the development part of the real corpus (tests/fixtures/corpus_real): charlie-x-ray's
+# `channel/subdir::name==ver=build` exports, aip-servers' `jaxlib=0.4.23[cuda118]`, rail-berkeley's `imageio[ffmpeg]`
+def test_name_double_equals_version_equals_build_is_read_as_conda_reads_it() -> None:
+    from envkit.render.envfile import parse_conda_spec
+
+    spec = parse_conda_spec("conda-forge/linux-64::python==3.11.3=h2755cc3_0_cpython")
+    assert (spec.name, spec.exact_version, spec.build, spec.channel) == \
+        ("python", "3.11.3", "h2755cc3_0_cpython", "conda-forge/linux-64")
+    again = parse_conda_spec(spec.render())
+    assert (again.exact_version, again.build, again.channel) == ("3.11.3", "h2755cc3_0_cpython", "conda-forge/linux-64")
+
+
+def test_a_bracket_without_key_value_is_ignored_as_conda_ignores_it() -> None:
+    from envkit.render.envfile import parse_conda_spec
+
+    assert parse_conda_spec("imageio[ffmpeg]").render() == "imageio"
+    assert parse_conda_spec("jaxlib=0.4.23[cuda118]").render() == "jaxlib=0.4.23"
+    with pytest.raises(Exception):
+        parse_conda_spec("numpy[version='>=1',bogus=2]")
