@@ -244,6 +244,11 @@ def parse_pip_line(text: Any, where: str = "pip") -> PipLine:
                 raise RenderError(f"{where}: {opt} takes no value in {value!r}", f"write {opt} alone")
             return PipLine(opt, opt)
         arg = arg.strip()
+        quoted = re.fullmatch(r"""(['"])([^'"]+)\1""", arg)
+        if quoted:
+            # pip splits an option line as a shell does (pip/_internal/req/req_file.py: shlex.split), so
+            # `-e "..[JAX,dev]"` is the path ..[JAX,dev]; written back unquoted, pip reads the same word
+            arg = quoted.group(2)
         canon = {"-i": "--index-url", "--editable": "-e", "--requirement": "-r", "--constraint": "-c",
                  "--find-links": "-f", "-C": "--config-settings"}.get(opt, opt)
         _check_arg(arg, f"{opt} value", where)

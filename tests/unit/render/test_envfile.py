@@ -198,3 +198,13 @@ def test_a_bracket_without_key_value_is_ignored_as_conda_ignores_it() -> None:
     assert parse_conda_spec("jaxlib=0.4.23[cuda118]").render() == "jaxlib=0.4.23"
     with pytest.raises(Exception):
         parse_conda_spec("numpy[version='>=1',bogus=2]")
+
+
+def test_a_quoted_option_value_is_one_word_as_pip_reads_it() -> None:
+    """jungdaesuh/simsopt envs/jax.yml: `-e "..[JAX,dev]"` (pip splits option lines with shlex)."""
+    from envkit.render.envfile import parse_pip_line
+
+    line = parse_pip_line('-e "..[JAX,dev]"')
+    assert (line.option, line.arg, line.text) == ("-e", "..[JAX,dev]", "-e ..[JAX,dev]")
+    with pytest.raises(Exception):
+        parse_pip_line("-e \"a'b\"")
