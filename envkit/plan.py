@@ -265,7 +265,21 @@ def render_env(*, spec: str | None = None, from_file: Path | None = None, name: 
                     f"cudatoolkit/cuda-version line, {cuda_where(parsed)}, binds torch's CUDA too): {why}",
                     "pass --torch X for a torch with a CUDA build inside that range, or widen the file's "
                     "cudatoolkit/cuda-version line (and the packages that need it)")
-            if chosen is None and parsed.python_range and first is not None:
+            if chosen is None and parsed.python_range and first is not None and "supports python" in first.message:
+                # the error of the last python tried may only say that python is too new for this torch: ask each
+                # python the range admits, one at a time, so the rule that really fails (driver, architecture) is named
+                for py in pythons:
+                    try:
+                        detect_and_select(replace(req, flavor=flavors[0], cuda=ceilings[0], python=py),
+                                          driver_version=driver_version, compute_capabilities=compute_capabilities,
+                                          catalogue=choice)
+                    except SelectionError as exc:
+                        if "supports python" not in exc.message:
+                            first = exc
+                            break
+                    else:
+                        break
+            if chosen is None and parsed.python_range and first is not None and "supports python" in first.message:
                 raise SelectionError(f"python{parsed.python_range} ({parsed.where('python')}) binds the selection: "
                                      f"{first.message}", first.hint or "widen the file's python range or pass "
                                      "--python X.Y") from first

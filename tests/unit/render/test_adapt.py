@@ -551,3 +551,18 @@ def test_a_1_14_nightly_points_at_2_0_the_release_it_became(tmp_path: Path) -> N
     with pytest.raises(RenderError) as info:
         render_env(from_file=env, driver_version="550.54.15", compute_capabilities=("8.6",))
     assert "--torch 2.0" in (info.value.hint or "") and "1.14" not in (info.value.hint or "")
+
+
+def test_a_python_range_is_not_blamed_when_the_gpu_is_what_fails(tmp_path: Path) -> None:
+    """CompVis/stable-diffusion (python>=3.9, pytorch=1.11.0) on an H200 said "python>=3.9 binds the selection ...
+    not 3.12", though the range admits 3.9 and 3.10: the rule that fails is the architecture (no sm_90 code)."""
+    from envkit.errors import SelectionError
+    from envkit.plan import render_env
+
+    env = tmp_path / "environment.yaml"
+    env.write_text("name: ldm\nchannels:\n  - pytorch\n  - defaults\ndependencies:\n  - python>=3.9\n"
+                   "  - cudatoolkit=11.3\n  - pytorch=1.11.0\n  - torchvision=0.12.0\n")
+    with pytest.raises(SelectionError) as info:
+        render_env(from_file=env, driver_version="580.159.04", compute_capabilities=("9.0",))
+    assert "sm_90" in info.value.message and "binds the selection" not in info.value.message
+    assert "--torch 2." in (info.value.hint or "")
