@@ -129,7 +129,8 @@ def _install_as_a_new_user(tmp_path: Path, wheels: Path, home: Path, user: tuple
     env["PATH"] = SYSTEM_PATH
     again = run(readme_install_command(), env, user=user)
     assert again.returncode == 3, again.stdout + again.stderr
-    assert f'export PATH="{home}/.local/bin:$PATH"' in again.stderr
+    # the line to paste quotes the folder for the shell (a HOME with blanks or $ in it stays one literal word)
+    assert f"export PATH='{home}/.local/bin':" + '"$PATH"' in again.stderr
 
 
 @pytest.mark.slow
