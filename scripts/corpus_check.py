@@ -387,7 +387,7 @@ def judge(entry: Entry, machine: str, run: Run) -> list[str]:
             if line.startswith(("-i", "--index-url", "--extra-index-url", "-f", "--find-links")):
                 continue  # index lines: checked by R2
             if line.startswith(("-e", "--editable")) or line.startswith((".", "/")) or "://" in line:
-                tail = re.sub(r"\[.*\]$", "", line.split()[-1]).rstrip("/")
+                tail = re.sub(r"\[.*\]$", "", line.split()[-1].strip("'\"")).rstrip("/")
                 # conda runs pip in the file's folder: a relative path may be written out absolute
                 where = str((entry.path.parent / tail).resolve()) if "://" not in tail else tail
                 if not any(tail.split("/")[-1] in x or where in x for x in opip):
