@@ -282,8 +282,18 @@ def hold(kind: str, target: Path, *, mkdir: bool, **extra: Any) -> Held:
     lock = target.parent / f"{kind}.{target.name}.{tag}.lock"
     stack = ExitStack()
     with quiet_signals():  # a signal between the lock and the folder would leave the lock held by no Held
-        fd = stack.enter_context(flocked(lock, blocking=False, content=_record(kind, target, folder, **extra),
-                                         unlink=False))
+        try:
+            fd = stack.enter_context(flocked(lock, blocking=False, content=_record(kind, target, folder, **extra),
+                                             unlink=False))
+        except BaseException:
+            # the marker could not be written (ENOSPC on a full disk, EDQUOT): the name is this process's own
+            # random one, so the empty file it may have left is removed (scripts/torture.py's disk-full fault)
+            stack.close()
+            try:
+                os.unlink(lock)
+            except OSError:
+                pass
+            raise
         try:
             if mkdir:
                 folder.mkdir(mode=0o755)
