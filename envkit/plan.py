@@ -196,13 +196,45 @@ def _unpublished(exc: Exception) -> bool:
     return any(m in message for m in ("not published", "channel: ", "does not exist"))
 
 
+def _legacy_for_unpinned(parsed: Any, req: Request, pythons: list[str | None], ceilings: list[str],
+                         driver_version: str | None, compute_capabilities: tuple[str, ...],
+                         choice: CatalogueChoice) -> tuple[Machine, Selection, str] | None:
+    """For a file whose torch line has no pin: the newest torch of the cudatoolkit era (compat/legacy.yaml) that
+    fits the file's python and CUDA range and runs here, or None. Only the release is chosen here; the
+    file still says which channel (the pytorch channel first when it lists it)."""
+    wanted = [p for p in pythons if p] or ([parsed.python] if parsed.python else [])
+    for release in legacy.load().releases:
+        if wanted and not any(p in release.python for p in wanted):
+            continue
+        for cuda in ceilings:
+            for flavor in ("pytorch", "pip", "conda-forge") if parsed.uses_pytorch_channel else \
+                    ("conda-forge", "pytorch", "pip"):
+                try:
+                    machine, sel = detect_and_select(
+                        replace(req, torch=release.version, flavor=flavor, cuda=cuda),
+                        driver_version=driver_version, compute_capabilities=compute_capabilities,
+                        python_candidates=[p for p in wanted if p in release.python] or None, catalogue=choice)
+                except (SelectionError, UsageError):
+                    continue
+                if parsed.cuda_range and (sel.cuda is None or not _in_range(sel.cuda, parsed.cuda_range)):
+                    continue
+                bound = " and ".join(b for b in (
+                    f"python {sel.python}" if wanted else "",
+                    f"CUDA {parsed.cuda_range} (its {', '.join(parsed.cuda_consumers)})" if parsed.cuda_range else "")
+                    if b)
+                return machine, sel, (f"torch {sel.torch}: the file's torch has no pin, and its {bound} only the "
+                             f"cudatoolkit era's releases serve; the newest of them that runs here "
+                             "(pass --torch to choose another)")
+    return None
+
+
 def render_env(*, spec: str | None = None, from_file: Path | None = None, name: str | None = None,
                request: Request = DEFAULT_REQUEST, flavor_given: bool = False, mirror: str | None = None,
                driver_version: str | None = None, compute_capabilities: tuple[str, ...] = (),
                catalogue_mode: str = "auto", channels: tuple[str, ...] = ()) -> Rendered:
     """A spec (or a colleague's file) + this machine -> environment.yml text."""
     from envkit.render import specs
-    from envkit.render.adapt import (adapt, check_torch_text, cuda_ceilings, cuda_where, flavor_order,
+    from envkit.render.adapt import (adapt, check_torch_text, cuda_ceilings, cuda_where, flavor_order, kept_pair,
                                      parse_file, python_choices, request_from)
     from envkit.render.build import build_envfile, python_candidates
 
@@ -223,6 +255,7 @@ def render_env(*, spec: str | None = None, from_file: Path | None = None, name: 
                                  "+ptXY wheels, a PyG page) were built for; the file's torch line has no pin")
             flavors = (req.flavor,) if flavor_given else flavor_order(parsed, req.torch)
             first: SelectionError | None = None
+            from_file_error: SelectionError | None = None
             # the file's constraints bind the selection: its python range, and the CUDA its coupled wheels or
             # tensorflow/jax/cupy need (tried first; envkit/render/adapt.py cuda_ceilings)
             pythons = python_choices(parsed, request.python)
@@ -238,6 +271,11 @@ def render_env(*, spec: str | None = None, from_file: Path | None = None, name: 
                                                         compute_capabilities=compute_capabilities,
                                                         python_candidates=list(pythons), catalogue=choice)
                 except SelectionError as exc:
+                    if cuda != "auto" and cuda != request.cuda:
+                        # a CUDA the file implied: its error names no flag; used when nothing else explains
+                        if from_file_error is None or (not _unpublished(exc) and _unpublished(from_file_error)):
+                            from_file_error = exc
+                        continue
                     # the explanation that matters comes from a flavor that has the version at all
                     if first is None or (not _unpublished(exc) and _unpublished(first)):
                         first = exc
@@ -245,19 +283,45 @@ def render_env(*, spec: str | None = None, from_file: Path | None = None, name: 
                 if cuda != "auto" and cuda != request.cuda and not parsed.cuda_range and chosen.cuda != cuda:
                     chosen = None  # the file's wheel CUDA has no build of this torch: nothing to keep, plan freely
                     continue
-                if flavor != flavors[0]:
+                if cuda != "auto" and cuda != request.cuda and profile is not None and any(
+                        c in profile.missing or (profile.channel_url(c) is None and "://" not in c)
+                        for c in chosen.channels):
+                    chosen = None  # keeping the file's CUDA needs a channel the mirror does not carry: plan freely
+                    continue
+                if flavor != flavors[0] and cuda != "auto" and cuda != request.cuda:
+                    notes.append(f"torch {chosen.torch} with CUDA {cuda} comes from the {flavor} flavor: the {flavors[0]} "
+                                 f"flavor has no CUDA {cuda} build of it (the version and CUDA stay; --flavor and --cuda "
+                                 "choose)")
+                elif flavor != flavors[0]:
                     notes.append(f"torch {chosen.torch} comes from the {flavor} flavor: the {flavors[0]} flavor has no "
                                  "build of it for this machine (the version stays; --flavor chooses)")
                 if cuda != "auto" and cuda != request.cuda:
                     # the ceiling came from the file, not from a --cuda the user did not pass
+                    by_packages = (parsed.cuda_range and cuda != kept_pair(parsed)) or cuda == parsed.wheel_cuda
+                    source = (f"its CUDA-built packages: {parsed.cuda_range or parsed.wheel_cuda}"
+                              if by_packages else f"its torch's CUDA {cuda}")
                     chosen = replace(chosen, reasons=tuple(
-                        r.replace(f"requested (--cuda {cuda})", f"from the file (its CUDA-built packages: "
-                                  f"{parsed.cuda_range or parsed.wheel_cuda})") for r in chosen.reasons))
-                    notes.append(f"CUDA {chosen.cuda}: what the file's CUDA-built packages were built for or need "
-                                 f"({parsed.cuda_range or parsed.wheel_cuda}) runs here, so they keep it")
+                        r.replace(f"requested (--cuda {cuda})", f"from the file ({source})") for r in chosen.reasons))
+                    notes.append(
+                        f"CUDA {chosen.cuda}: what the file's CUDA-built packages were built for or need "
+                        f"({parsed.cuda_range or parsed.wheel_cuda}) runs here, so they keep it"
+                        if by_packages else
+                        f"CUDA {chosen.cuda}: the CUDA the file's torch was built for runs here, so it stays")
                 break
+            if chosen is None and first is None:
+                first = from_file_error
+            if req.torch is None and (chosen is None or (parsed.cuda_range and (
+                    chosen.cuda is None or not _in_range(chosen.cuda, parsed.cuda_range)))):
+                # an unpinned torch whose python (3.6) or CUDA range (cudatoolkit 10.1 for tensorflow-gpu) only the
+                # cudatoolkit era served: the newest legacy release inside both, on the channel the file used
+                legacy_pick = _legacy_for_unpinned(parsed, req, pythons, ceilings, driver_version,
+                                                   compute_capabilities, choice)
+                if legacy_pick is not None:
+                    machine, chosen, note = legacy_pick
+                    notes.append(note)
             if parsed.cuda_range and (chosen is None or chosen.cuda is None
-                                      or not _in_range(chosen.cuda, parsed.cuda_range)):
+                                      or not _in_range(chosen.cuda, parsed.cuda_range)) \
+                    and not (chosen is not None and chosen.cuda and chosen.cuda == kept_pair(parsed)):
                 built = "CPU only" if chosen is None or chosen.cuda is None else f"CUDA {chosen.cuda}"
                 why = first.message if chosen is None and first is not None else f"the build that runs here is {built}"
                 raise SelectionError(

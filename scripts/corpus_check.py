@@ -168,7 +168,16 @@ def load_entry(folder: Path) -> Entry | None:
         if not txts:
             return None
         e = Entry(folder.name, txts[0], {})
-        e.pip = read_requirements(txts[0].resolve(), set())
+        lines = read_requirements(txts[0].resolve(), set())
+        triple = re.compile(r"^[A-Za-z0-9_.\-]+=[^=\s]+=[^=\s]+$")
+        head = txts[0].read_text(encoding="utf-8", errors="replace")
+        if "conda create --name <env> --file" in head or (lines and sum(bool(triple.match(x)) for x in lines)
+                                                           >= 0.8 * len(lines)):
+            # `conda list --export` (what `conda create --file` reads): conda specs; pypi_0 builds were pip's
+            e.conda = [x for x in lines if not x.endswith("=pypi_0")]
+            e.pip = [re.sub(r"^([^=]+)=([^=]+)=pypi_0$", r"\1==\2", x) for x in lines if x.endswith("=pypi_0")]
+        else:
+            e.pip = lines
         return e
     data = yaml.safe_load(p.read_text(encoding="utf-8"))
     e = Entry(folder.name, p, data)
@@ -206,7 +215,19 @@ def conda_parts(spec: str) -> tuple[str, str, str]:
     return name, rest.replace(" ", ""), ""
 
 
+# file-wide options written after a requirement: pip parses and ignores them there (pip/_internal/req/req_file.py,
+# only --hash/--config-settings/--global-option reach one requirement; checked with pip 23.2 and 26.3)
+_IGNORED_ON_LINE_RE = re.compile(r"\s+(?:-i|--index-url|--extra-index-url|-f|--find-links|--trusted-host|--no-index|"
+                                 r"--pre|--prefer-binary|--only-binary|--no-binary)(?:[=\s]+(?!-)\S+)?(?=\s|$)")
+
+
+def requirement_part(line: str) -> str:
+    """A requirement line as pip acts on it: the file-wide options pip ignores there left out."""
+    return line if line.startswith("-") else _IGNORED_ON_LINE_RE.sub("", line).strip()
+
+
 def pip_name(line: str) -> str | None:
+    line = requirement_part(line)
     if line.startswith("-") or "://" in line.split(" @ ")[0] or line.startswith((".", "/", "~")) or "/" in line.split()[0]:
         m = re.search(r"#egg=([A-Za-z0-9_.\-]+)", line)
         return norm(m.group(1)) if m else None
@@ -380,7 +401,7 @@ def judge(entry: Entry, machine: str, run: Run) -> list[str]:
             pass  # a build dropped on the same platform is allowed when printed; reported as a note only
     # R1 keep (pip)
     out_pip_names = {pip_name(x): x for x in opip}
-    out_pip_lines = {re.sub(r"\s+", "", x) for x in opip}
+    out_pip_lines = {re.sub(r"\s+", "", requirement_part(x)) for x in opip}
     for line in entry.pip:
         n = pip_name(line)
         if n is None:
@@ -397,7 +418,7 @@ def judge(entry: Entry, machine: str, run: Run) -> list[str]:
             continue
         if n not in out_pip_names:
             problems.append(f"R1 dropped pip requirement {line!r}")
-        elif re.sub(r"\s+", "", line) not in out_pip_lines and n not in COUPLED_PIP:
+        elif re.sub(r"\s+", "", requirement_part(line)) not in out_pip_lines and n not in COUPLED_PIP:
             problems.append(f"R1 changed pip requirement {line!r} -> {out_pip_names[n]!r}")
     # R2 invent
     in_names = {conda_name(s) for s in entry.conda} | {pip_name(x) for x in entry.pip}

@@ -96,7 +96,7 @@ def verify(name: str | None, prefix: str | None, python_exe: str | None, quick: 
 @click.option("--spec", "spec_path", type=click.Path(dir_okay=False), default=None,
               help="Use this spec file instead of a named one.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
-              help="Write the file here (atomically) instead of printing it.")
+              help="Write the file here (atomically) instead of printing it (- = stdout).")
 @click.option("--name", default=None, help="Environment name written into the file.")
 @click.option("--mirror", default=None, envvar="ENVKIT_MIRROR",
               help="Mirror profile (tuna, ustc, bfsu, sjtu, nju, aliyun, or one from the config) or a URL.")
@@ -119,7 +119,7 @@ def render(spec: str | None, from_file: str | None, spec_path: str | None, outpu
                         compute_capabilities=selectors.compute_capabilities, catalogue_mode=selectors.catalogue_mode())
     for change in result.changes:
         out.plain(f"changed: {change}", err=True)
-    if output:
+    if output and output != "-":  # `-o -` is stdout, as for lock and export (a file named - is ./-)
         atomic_write_text(Path(output), redact(result.text))  # a credential never reaches a file
         sel = result.selection
         out.plain(f"wrote {output}: " + ("no torch (file passed through)" if sel is None else f"torch {sel.torch} "

@@ -89,6 +89,8 @@ class Parsed:
     cuda_range: str | None = None  # what those consumers need of CUDA (a PEP 440 range), from cudatoolkit/cuda-version
     wheel_cuda: str | None = None  # the CUDA of the file's +cuNNN / +ptXYcuNNN wheels and pages ('11.8')
     coupled_torch: str | None = None  # the torch minor the file's coupled pins were built for ('2.2')
+    from_requirements: str = ""  # 'pip': a requirements file (python, pip, its lines); 'conda': conda list --export
+    torch_cuda: str | None = None  # the CUDA of the file's conda torch (pytorch-cuda=11.6, a cuda11.6 build, cudatoolkit)
 
     def where(self, text: str) -> str:
         """'FILE line N' for the first line of the file holding `text` (as written)."""
@@ -138,20 +140,49 @@ def _pip_version_text(line: PipLine) -> str | None:
     return text or None
 
 
-_REQUIREMENTS_HINT = ("list it in an environment.yml's pip section (dependencies: [python=3.X, pip, {pip: [-r "
-                      "FILE]}]) and pass that file (conda env create reads a .txt as conda specs, not pip's)")
+
+def _requirements_as_env(path: Path) -> dict[str, Any]:
+    """A pip requirements file as the environment conda would make of it in a pip section: pip, then the file's
+    lines as pip reads them (pip/_internal/req/req_file.py: `#` comments, a trailing backslash joins lines)."""
+    text = read_bytes(path, "requirements file").decode("utf-8", errors="replace")
+    lines: list[str] = []
+    pending = ""
+    for raw in text.splitlines():
+        if pending:
+            raw = pending + " " + raw.lstrip()
+            pending = ""
+        if raw.rstrip().endswith("\\"):
+            pending = raw.rstrip()[:-1].rstrip()
+            continue
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        lines.append(line)
+    if pending.strip():
+        lines.append(pending.strip())
+    conda_list = re.compile(r"^[A-Za-z0-9_.\-]+=[^=\s]+=[^=\s]+$")
+    if "conda create --name <env> --file" in text or (lines and sum(map(bool, map(conda_list.match, lines)))
+                                                      >= 0.8 * len(lines)):
+        # `conda list --export` output (name=version=build, conda's own --file format), not pip's; its pypi_0
+        # lines were installed by pip (conda/core/prefix_data.py marks them so) and no channel has them
+        conda = [line for line in lines if not line.endswith("=pypi_0")]
+        pip = [re.sub(r"^([^=]+)=([^=]+)=pypi_0$", r"\1==\2", line) for line in lines if line.endswith("=pypi_0")]
+        return {"dependencies": conda + ([{"pip": pip}] if pip else []), "__conda_list__": True}
+    return {"dependencies": ["pip", {"pip": lines}]}
 
 
 def parse_file(path: Path) -> Parsed:
     try:
         raw = load_yaml_file(path)
     except InputError as exc:
-        if path.suffix.lower() == ".txt" and "YAML" in exc.message:
-            # a pip requirements file (`--index-url ...`, `pkg==1; marker`) is rarely valid YAML
-            raise RenderError(f"{path}: a pip requirements file, not an environment.yml", _REQUIREMENTS_HINT) from None
-        raise
-    if not isinstance(raw, dict) and path.suffix.lower() == ".txt":
-        raise RenderError(f"{path}: a pip requirements file, not an environment.yml", _REQUIREMENTS_HINT)
+        if path.suffix.lower() != ".txt" or "YAML" not in exc.message:
+            raise
+        raw = None  # a pip requirements file (`--index-url ...`, `pkg==1; marker`) is rarely valid YAML
+    from_requirements = path.suffix.lower() == ".txt" and not isinstance(raw, dict)
+    conda_list = False
+    if from_requirements:
+        raw = _requirements_as_env(path)
+        conda_list = bool(raw.pop("__conda_list__", False))
     if not isinstance(raw, dict):
         raise RenderError(f"{path}: not an environment.yml (expected a mapping with name/channels/dependencies)",
                           "pass a conda environment file")
@@ -174,6 +205,7 @@ def parse_file(path: Path) -> Parsed:
         else:
             raise RenderError(f"{path}: unsupported dependency entry {item!r} (conda takes strings and one "
                               "`pip:` list)", "use strings and one pip: section")
+    _check_repeated_pins(conda, path)
     channels = raw.get("channels") or []
     if not isinstance(channels, list):
         raise RenderError(f"{path}: 'channels' must be a list", "fix the file")
@@ -226,7 +258,56 @@ def parse_file(path: Path) -> Parsed:
                   had_prefix=str(prefix) if prefix else None, folder=path.resolve().parent, ignored_keys=ignored,
                   path=path, python_range=python_range, cuda_consumers=tuple(consumers),
                   cuda_range=_cuda_range(cuda_pins) if consumers else None,
-                  wheel_cuda=_wheel_cuda(pip, path.resolve().parent), coupled_torch=_coupled_torch(pip))
+                  wheel_cuda=_wheel_cuda(pip, path.resolve().parent), coupled_torch=_coupled_torch(pip),
+                  torch_cuda=_torch_cuda([s for _, s in conda]) if has_torch and not from_pip else None,
+                  from_requirements="conda" if conda_list else ("pip" if from_requirements else ""))
+
+
+def _check_repeated_pins(conda: list[tuple[str, CondaSpec]], path: Path) -> None:
+    """One package pinned twice to versions that exclude each other (python=3.9 in a hand-written head over a
+    `conda env export` body that says python=3.8.20): conda merges the two MatchSpecs of one name and fails
+    (conda/models/match_spec.py merge: "Incompatible component merge"), so no edit could honour the file."""
+    seen: dict[str, tuple[str, str]] = {}
+    for raw, spec in conda:
+        version = spec.exact_version
+        if version is None or spec.channel.split("/")[0] == "pytorch-nightly":
+            continue
+        if spec.name in seen:
+            other_raw, other = seen[spec.name]
+            a, b = other.split("."), version.split(".")
+            n = min(len(a), len(b))
+            if a[:n] != b[:n]:
+                lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+                def where(text: str) -> str:
+                    exact = (i for i, line in enumerate(lines, 1) if line.strip().lstrip("-").strip() == text.strip())
+                    loose = (i for i, line in enumerate(lines, 1)
+                             if text.strip() in line and not line.lstrip().startswith("#"))
+                    found = next(exact, None) or next(loose, None)
+                    return f"line {found}" if found else "the file"
+                raise RenderError(
+                    f"{path}: {spec.name} is pinned twice, to versions that exclude each other: {other_raw.strip()} "
+                    f"({where(other_raw)}) and {raw.strip()} ({where(raw)}); conda cannot satisfy both",
+                    "keep the one line you mean and pass the file again (a hand-written list above a `conda env "
+                    "export` is the usual cause)")
+        else:
+            seen[spec.name] = (raw, version)
+
+
+def _torch_cuda(specs: list[CondaSpec]) -> str | None:
+    """The CUDA the file's conda torch was built for, first found of: pytorch-cuda=X.Y, a CUDA build string of
+    pytorch (py3.7_cuda11.6_cudnn8.3.2_0, cuda118py38h...: compat/builds.cuda_of_build), cudatoolkit=X.Y
+    (the pytorch channel's torch of the cudatoolkit era used it), cuda-version=X.Y."""
+    from envkit.compat.builds import UNKNOWN, cuda_of_build
+
+    def major_minor(version: str | None) -> str | None:
+        match = re.match(r"([0-9]+)\.([0-9]+)", version or "")
+        return f"{match.group(1)}.{match.group(2)}" if match else None
+
+    by_name = {s.name: s for s in specs}
+    order = [major_minor(by_name["pytorch-cuda"].exact_version) if "pytorch-cuda" in by_name else None,
+             cuda_of_build(by_name["pytorch"].build) if "pytorch" in by_name and by_name["pytorch"].build else None,
+             *(major_minor(by_name[n].exact_version) for n in ("cudatoolkit", "cuda-version") if n in by_name)]
+    return next((c for c in order if c and c != UNKNOWN), None)
 
 
 def _wants_cuda(line: PipLine) -> bool:
@@ -303,6 +384,10 @@ def flavor_order(parsed: Parsed, torch: str | None) -> tuple[str, ...]:
     if parsed.torch_from_pip:
         return ("pip",)
     if legacy.handles(torch) and parsed.uses_pytorch_channel:
+        return ("pytorch", "conda-forge")
+    if parsed.uses_pytorch_channel and parsed.coupled_torch:
+        # +ptXYcuNNN wheels and PyG pages are built against the pip / pytorch-channel torch (owned.yaml pyg_readme),
+        # not conda-forge's: the file's own channel keeps them valid
         return ("pytorch", "conda-forge")
     return ("conda-forge", "pytorch")
 
@@ -386,7 +471,6 @@ def torch_lines(sel: Selection, wanted: set[str]) -> tuple[list[str], list[str],
     notes: list[str] = []
     conda = [s for s in sel.specs if not s.startswith("python=")]
     pip = list(sel.pip_specs)
-    old = [r for r in legacy.matching(sel.torch) if r.torchvision == sel.torchvision]
     for extra in ("torchvision", "torchaudio"):
         if extra not in wanted:
             continue
@@ -395,12 +479,19 @@ def torch_lines(sel: Selection, wanted: set[str]) -> tuple[list[str], list[str],
             notes.append(f"{extra} left out: the {sel.flavor} flavor has no {extra} paired with torch {sel.torch}")
             continue
         if sel.flavor == "pip":
-            local = (legacy.pip_version(old[0], extra, sel.variant) if old and sel.torch == old[0].version
-                     else pip_local(version, sel.variant))
-            pip.append(f"{extra}=={local}")
+            pip.append(f"{extra}=={_pip_pin(sel, extra, version)}")
         else:
             conda.append(f"{extra}={version}")
     return conda, pip, notes
+
+
+def _pip_pin(sel: Selection, extra: str, version: str) -> str:
+    """The version pip is given for torchvision/torchaudio of a pip selection: the legacy table's own wheel name
+    for a 1.x release (torchvision 0.10.0+cu111), else the version with the selection's local tag."""
+    old = [r for r in legacy.matching(sel.torch) if r.torchvision == sel.torchvision]
+    if old and sel.torch == old[0].version:
+        return legacy.pip_version(old[0], extra, sel.variant)
+    return pip_local(version, sel.variant)
 
 
 def _index_lines(sel: Selection) -> list[str]:
@@ -421,13 +512,14 @@ class _Adapting:
     file_versions: dict[str, str] = field(default_factory=dict)
     file_locals: dict[str, str] = field(default_factory=dict)  # pip pins with a +cuXYZ/+cpu local version, as written
     consumers: tuple[str, ...] = ()  # tensorflow/jax/cupy: other users of the file's CUDA runtime
+    pair: str | None = None  # the file's torch CUDA kept beside the consumers' cudatoolkit (kept_pair)
 
 
 def adapt(parsed: Parsed, sel: Selection | None, machine: Machine, *, name: str | None, mirror: Mirror | None,
           source: str, extra_changes: list[str] | None = None, cuda_given: bool = False
           ) -> tuple[EnvFile, list[str]]:
     """The adapted file and the list of changes (each one line, version changes as 'a -> b (why)')."""
-    state = _Adapting(list(extra_changes or []), consumers=parsed.cuda_consumers)
+    state = _Adapting(list(extra_changes or []), consumers=parsed.cuda_consumers, pair=kept_pair(parsed))
     env_name = _name_and_keys(parsed, name, source, state.changes)
     _nvidia_check(parsed, machine)
     kept = _conda_lines(parsed, sel, machine, state)
@@ -464,6 +556,13 @@ def adapt(parsed: Parsed, sel: Selection | None, machine: Machine, *, name: str 
 def _name_and_keys(parsed: Parsed, name: str | None, source: str, changes: list[str]) -> str:
     """The env's name (--name, else the file's), and what of the file's top level conda would ignore."""
     env_name, name_notes = choose_name(parsed, name, source)
+    if parsed.from_requirements == "pip":
+        changes.append(f"read {Path(source).name} as a pip requirements file: an environment of python, pip and "
+                       "its lines in the pip section (conda env create would read a .txt as conda specs)")
+    elif parsed.from_requirements:
+        changes.append(f"read {Path(source).name} as `conda list --export` output (name=version=build, what "
+                       "`conda create --file` reads): its lines are the environment's conda dependencies")
+        name_notes = [n for n in name_notes if not n.startswith("name: the file has no name")]
     changes += name_notes
     if parsed.had_prefix:
         changes.append(f"dropped prefix: {parsed.had_prefix} (conda ignores it when name: is set)")
@@ -518,6 +617,10 @@ def _conda_lines(parsed: Parsed, sel: Selection | None, machine: Machine, state:
     return kept
 
 
+def kept_pair_cuda(state: _Adapting) -> str | None:
+    return state.pair
+
+
 def _against_selection(raw: str, spec: CondaSpec, sel: Selection, state: _Adapting) -> CondaSpec | None:
     """One conda dependency of a file with torch, against the selection: None when the selection replaces
     it (torch stack, CUDA pins, python) or it belonged to the old CUDA stack; else the spec to keep."""
@@ -534,8 +637,10 @@ def _against_selection(raw: str, spec: CondaSpec, sel: Selection, state: _Adapti
         if spec.name in ("cudatoolkit", "cuda-version") and state.consumers and spec.version.strip() \
                 and not any(parse_conda_spec(s).name == spec.name for s in sel.specs):
             # tensorflow/jax/cupy in the same file use this runtime: it stays (the selection was made inside it)
+            beside = ("inside it" if sel.cuda != kept_pair_cuda(state) else
+                      "beside it through pytorch-cuda, as the file had them")
             state.changes.append(f"kept {raw} ({', '.join(state.consumers)} in the file use that CUDA runtime; "
-                                 f"torch's CUDA {sel.cuda} is inside it)")
+                                 f"torch's CUDA {sel.cuda} is {beside})")
             return spec
         _cuda_pin_change(raw, spec, sel, state.changes)
         return None
@@ -556,6 +661,9 @@ def _against_selection(raw: str, spec: CondaSpec, sel: Selection, state: _Adapti
         state.changes.append(f"dropped the {spec.channel}:: prefix of {raw} (the selection does not use "
                              f"that channel)")
         spec = replace(spec, channel="")
+    if spec.name in owned.load().conda_cuda_runtime and spec.name.startswith("cuda") and sel.cuda \
+            and re.match(re.escape(sel.cuda) + r"(\.|$)", spec.exact_version or ""):
+        return spec  # NVIDIA's cuda-* packages carry the CUDA version: this one is the selection's CUDA, so it stays
     if spec.name in owned.load().conda_cuda_runtime and spec.build:
         # from `conda env export`: a transitive part of the old CUDA stack; the selection brings its own
         state.changes.append(f"removed {raw} (CUDA runtime library of the old machine; the selection brings "
@@ -575,6 +683,10 @@ def _pip_lines(parsed: Parsed, sel: Selection | None, mirror: Mirror | None,
     resolved = False
     for line in parsed.pip_lines:
         text = line.text
+        if line.ignored:
+            state.changes.append(f"pip line {line.text} {line.ignored} -> {line.text} (pip ignores {line.ignored} after "
+                                 "a requirement: only --hash, --config-settings and --global-option apply to one "
+                                 "line; pip/_internal/req/req_file.py)")
         if line.option in ("--index-url", "--extra-index-url", "-f") and _PYTORCH_URL_RE.search(line.arg):
             if sel is not None:
                 if text not in _index_lines(sel):
@@ -702,7 +814,9 @@ def _nested_torch_pins(parsed: Parsed, sel: Selection) -> list[str]:
                                  "build) satisfies it, so pip takes no PyPI build of it")
                 continue
             want = _pairs(sel).get(match.group(1))
-            ours = next((p.split("==", 1)[1] for p in sel.pip_specs if p.startswith(f"{match.group(1)}==")), want)
+            ours = next((p.split("==", 1)[1] for p in sel.pip_specs if p.startswith(f"{match.group(1)}==")), None)
+            if ours is None and want is not None:
+                ours = _pip_pin(sel, match.group(1), want) if sel.flavor == "pip" else want
             # PEP 440: '==1.12.1' admits 1.12.1+cu116, but '==1.12.1+cu113' admits only that local build
             local_clash = bool(match.group(4)) and ours is not None and f"{match.group(3)}{match.group(4)}" != ours
             if want is not None and (match.group(3) != want or local_clash):
@@ -716,7 +830,7 @@ def _nested_torch_pins(parsed: Parsed, sel: Selection) -> list[str]:
                     "that matches it")
             elif want is not None:
                 notes.append(f"{path.name} (pip {line.option}) pins {match.group(0).strip()}: pip takes "
-                             f"this machine's {match.group(1)}=={want} build for it")
+                             f"this machine's {match.group(1)}=={ours} build for it")
     return notes
 
 
@@ -891,7 +1005,8 @@ def _couplings(parsed: Parsed, sel: Selection, cuda_given: bool, state: _Adaptin
         elif built_torch is not None and (built_torch != here_minor or built_tag != tag):
             problems.append(f"{text} ({where}) was built for torch {built_torch} {built_tag}; here: torch "
                             f"{sel.torch} {tag}")
-        other = None if built_tag else _CU_TAG_RE.search(text)
+        # a path (-r/-c files, -e and local projects) names no build: a folder called requirements_cu128 is a name
+        other = None if built_tag or line.option in ("-r", "-c", "-e") or line.local_path else _CU_TAG_RE.search(text)
         if other and len(other.group(1)) == 2 and tag.startswith("cu") and re.search(
                 rf"-cu{other.group(1)}\b", line.name or text) and tag[2:-1] == other.group(1):
             other = None  # NVIDIA's and RAPIDS' -cu11/-cu12 wheels name the CUDA major (cuml-cu11: any CUDA 11)
@@ -1002,10 +1117,32 @@ def cuda_ceilings(parsed: Parsed, request: Request, driver_cuda: str | None,
                 f"{', '.join(parsed.cuda_consumers)} in the file need CUDA {parsed.cuda_range} (their cudatoolkit/"
                 f"cuda-version line, {cuda_where(parsed)}); this driver supports CUDA {driver_cuda}",
                 "update the NVIDIA driver, or change that line and the packages that need it")
+        pair = kept_pair(parsed)
+        if pair and Version(pair) <= Version(driver_cuda):
+            return [pair, max(inside, key=Version)]
         return [max(inside, key=Version)]  # the selection must stay inside the range: no 'auto' fallback
-    if parsed.wheel_cuda and Version(parsed.wheel_cuda) <= Version(driver_cuda):
-        tries.append(parsed.wheel_cuda)
+    for cuda in (parsed.wheel_cuda, parsed.torch_cuda):
+        # the CUDA the file's wheels or its conda torch were built for: kept where this driver runs it
+        if cuda and cuda not in tries and Version(cuda) <= Version(driver_cuda):
+            tries.append(cuda)
     return [*tries, "auto"]
+
+
+def kept_pair(parsed: Parsed) -> str | None:
+    """The file's own torch CUDA when it sits beside a cudatoolkit the other frameworks use and outside that
+    toolkit's range (a conda export of pytorch-cuda=11.7 next to cudatoolkit=11.3 for tensorflow): the two are
+    separate packages (pytorch-cuda brings cuda-* 11.7, cudatoolkit its own libraries), so where both run here the
+    pair stays as the file had it."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    if not (parsed.torch_cuda and parsed.cuda_range and any(s.name == "pytorch-cuda" for s in parsed.specs)):
+        return None
+    try:
+        inside = Version(parsed.torch_cuda) in SpecifierSet(parsed.cuda_range)
+    except (InvalidSpecifier, InvalidVersion):
+        return None
+    return None if inside else parsed.torch_cuda
 
 
 def cuda_where(parsed: Parsed) -> str:

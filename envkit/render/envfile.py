@@ -199,6 +199,7 @@ class PipLine:
     arg: str = ""  # the option's value, or the requirement
     name: str = ""  # the distribution name, when known ('' for a bare URL or path)
     local_path: bool = False  # a path on this machine (relative ones resolve against the env file's folder)
+    ignored: str = ""  # file-wide options written after a requirement ('--index-url URL'): pip ignores them there
 
 
 def _check_arg(arg: str, what: str, where: str) -> None:
@@ -257,21 +258,34 @@ def parse_pip_line(text: Any, where: str = "pip") -> PipLine:
         name = _requirement_name(arg) if canon == "-e" else ""
         return PipLine(f"{canon} {arg}", canon, arg, name, local)
     # a requirement, maybe followed by per-requirement options (--hash=sha256:...)
-    req, options = value, ""
-    split = re.search(r"\s(--[a-z-]+|-C)(=|\s)", value)
+    req, options, ignored = value, "", ""
+    split = re.search(r"\s(--[a-z-]+|-C|-[if])(=|\s)", value)
     if split:
         req, options = value[: split.start()].strip(), value[split.start():].strip()
-        for opt in re.findall(r"(?:^|\s)(--?[A-Za-z-]+)", options):
-            if opt not in _PER_REQ:
-                raise RenderError(f"{where}: {opt} is not a per-requirement option ({value!r})",
+        kept: list[str] = []
+        dropped: list[str] = []
+        # option words in order: `--opt value` or `--opt=value`, or a flag alone
+        for opt, _eq, arg in re.findall(r"(--?[A-Za-z-]+)(?:(=|\s+)(?!-)(\S+))?", options):
+            if opt in _PER_REQ:
+                kept.append(f"{opt}={arg}" if arg else opt)
+            elif opt in PIP_OPTIONS:
+                # pip parses a file-wide option after a requirement and ignores it there (pip/_internal/req/
+                # req_file.py: only SUPPORTED_OPTIONS_REQ reach the requirement; pip 23.2 and 26.3 install the
+                # line from the configured index): kept out, as pip keeps it out, and said so
+                dropped.append(f"{opt} {arg}".strip())
+            else:
+                raise RenderError(f"{where}: {opt} is not a pip option ({value!r})",
                                   "per-requirement options are --hash, --config-settings and --global-option")
-        for arg in re.split(r"\s+|=", options):
-            if arg and not arg.startswith("-"):
+            if arg:
                 _check_arg(arg, "option value", where)
+        ignored = " ".join(dropped)
+        options = " ".join(kept)
+        if dropped:
+            value = f"{req} {options}".strip()
     if _URLISH_RE.match(req):
         _check_arg(req, "requirement URL or path", where)
         local = not re.match(r"^[a-z+]+://", req) and not req.startswith(("git+", "hg+", "svn+", "bzr+"))
-        return PipLine(value, "", req, _requirement_name(req), local and not req.startswith("file:"))
+        return PipLine(value, "", req, _requirement_name(req), local and not req.startswith("file:"), ignored)
     from packaging.requirements import InvalidRequirement, Requirement
 
     if " @ " not in req and ";" not in req and _looks_like_path(req):
@@ -279,7 +293,7 @@ def parse_pip_line(text: Any, where: str = "pip") -> PipLine:
         # _looks_like_path / is_archive_file: a path separator, a leading '.', or an archive name):
         # submodules/simple-knn, .[vis], dist/pkg-1.0-py3-none-any.whl
         _check_arg(req, "requirement path", where)
-        return PipLine(value, "", req, _requirement_name("/" + req), True)
+        return PipLine(value, "", req, _requirement_name("/" + req), True, ignored)
     try:
         parsed = Requirement(req)
     except InvalidRequirement as exc:
@@ -287,7 +301,7 @@ def parse_pip_line(text: Any, where: str = "pip") -> PipLine:
                           "use e.g. transformers>=4.40, datasets==2.19.0 or pkg; python_version < \"3.11\"") from exc
     if parsed.url:
         _check_arg(parsed.url, "requirement URL", where)
-    return PipLine(value, "", req, parsed.name)
+    return PipLine(value, "", req, parsed.name, ignored=ignored)
 
 
 _ARCHIVE_RE = re.compile(r"\.(whl|tar\.gz|tgz|tar\.bz2|tbz|tar\.xz|txz|tar|zip)$")

@@ -1,4 +1,4 @@
-"""torch 1.7-1.12 (envkit/compat/legacy.yaml): every row cites a source, and the era's rules (no build runs on
+"""torch 1.5.1-1.12 (envkit/compat/legacy.yaml): every row cites a source, and the era's rules (no build runs on
 Hopper, Ampere and Pascal get a covering build, old drivers lack minor-version compatibility, deleted releases
 are explained) hold for every release in the table (tests generated from the table itself)."""
 
@@ -31,7 +31,7 @@ def test_every_row_names_a_known_source() -> None:
         assert row["src"] and set(row["src"]) <= sources, row["version"]
         lists = [*row["pytorch_channel"].values(), *row["pip"].values(), *(row.get("conda_forge") or {}).values()]
         assert set(lists) <= set(raw["arch_lists"]), row["version"]
-    assert RELEASES[0] == "1.12.1" and RELEASES[-1] == "1.7.0" and len(RELEASES) == 12
+    assert RELEASES[0] == "1.12.1" and RELEASES[-1] == "1.5.1" and len(RELEASES) == 14
 
 
 @pytest.mark.parametrize("version", RELEASES)
@@ -44,8 +44,20 @@ def test_no_legacy_build_runs_on_hopper(version: str, flavor: str) -> None:
         legacy.select(H200, Request(torch=version, flavor=flavor))
 
 
-@pytest.mark.parametrize("version", RELEASES)
-@pytest.mark.parametrize("gpu", [A10, GTX1080TI], ids=["a10", "gtx1080ti"])
+# CUDA 10.2 and older have no sm_8x (legacy.yaml arch_first_cuda: 8.0 needs CUDA 11.0): 1.5.1/1.6.0 run on Pascal only
+AMPERE_RELEASES = [v for v in RELEASES if tuple(map(int, v.split("."))) >= (1, 7, 0)]
+
+
+@pytest.mark.parametrize("version", [v for v in RELEASES if v not in AMPERE_RELEASES])
+def test_releases_of_cuda_10_have_no_ampere_build(version: str) -> None:
+    from envkit.errors import SelectionError
+
+    with pytest.raises(SelectionError, match="has code for sm_86"):
+        legacy.select(A10, Request(torch=version, flavor="pytorch"))
+
+
+@pytest.mark.parametrize("version,gpu", [(v, A10) for v in AMPERE_RELEASES] + [(v, GTX1080TI) for v in RELEASES],
+                         ids=[f"a10-{v}" for v in AMPERE_RELEASES] + [f"gtx1080ti-{v}" for v in RELEASES])
 def test_ampere_and_pascal_run_every_release_with_a_covering_build(version: str, gpu: Machine) -> None:
     from envkit.compat import parse_cc
 

@@ -304,9 +304,67 @@ def test_cudatoolkit_stays_for_tensorflow_jax_and_cupy_and_binds_torchs_cuda(mac
 
 
 def test_a_cuda_range_no_torch_build_fits_is_refused_naming_the_line() -> None:
-    err = _refusal("cudatoolkit_old_range_cupy.yml", "a10")
-    assert "cupy in the file need CUDA >=10.2,<11.2" in err.message
-    assert "cudatoolkit_old_range_cupy.yml line 7" in err.message
+    # CUDA < 11.0 has no sm_8x (compat/legacy.yaml arch_first_cuda): nothing inside the range runs on an A10
+    err = _refusal("cudatoolkit_range_below_sm86_cupy.yml", "a10")
+    assert "cupy in the file need CUDA >=10.2,<11.0" in err.message
+    assert "cudatoolkit_range_below_sm86_cupy.yml line 8" in err.message
+
+
+def test_an_unpinned_torch_inside_an_old_cuda_range_takes_the_newest_legacy_release_that_fits() -> None:
+    # cupy needs cudatoolkit >=10.2,<11.2: conda-forge's torch 1.12.1 has a cuda111 build (legacy.yaml cf_feedstock)
+    rendered = _from("cudatoolkit_old_range_cupy.yml", "a10")
+    assert (rendered.selection.torch, rendered.selection.cuda) == ("1.12.1", "11.1")
+    assert any("the file's torch has no pin" in c and "CUDA >=10.2,<11.2" in c for c in rendered.changes)
+
+
+@pytest.mark.parametrize("machine", ["a10", "gtx_535_104"])
+def test_an_unpinned_torch_with_python_36_takes_a_release_that_has_python_36(machine: str) -> None:
+    rendered = _from("python36_unpinned_torch.yml", machine)
+    assert rendered.selection.python == "3.6" and rendered.selection.torch.startswith("1.")
+    assert any("python 3.6 only the cudatoolkit era" in c for c in rendered.changes)
+
+
+def test_python36_unpinned_torch_on_an_h200_is_refused() -> None:
+    # no torch with python 3.6 has sm_90 code (the last 3.6 release is 1.10.2, CUDA <= 11.3)
+    _refusal("python36_unpinned_torch.yml", "h200_580_159")
+
+
+@pytest.mark.parametrize("machine", ["a10", "gtx_535_104"])
+def test_the_cuda_the_files_conda_torch_was_built_for_stays_where_it_runs(machine: str) -> None:
+    """pytorch-cuda=11.6 runs on a 535/550 driver: it stays, and so do NVIDIA's cuda-* packages of 11.6 (the full
+    toolkit the file installed for nvcc), build strings dropped."""
+    rendered = _from("export_pytorch_cuda116_toolkit.yml", machine)
+    assert (rendered.selection.torch, rendered.selection.cuda) == ("1.13.1", "11.6")
+    deps = rendered.envfile.dependencies
+    assert "pytorch-cuda=11.6" in deps and "cuda=11.6.1" in deps and "cuda-nvcc=11.6.124" in deps
+    assert any("the CUDA the file's torch was built for runs here" in c for c in rendered.changes)
+
+
+def test_the_files_torch_cuda_moves_only_where_it_cannot_run() -> None:
+    # torch 1.13 has no sm_90 code in any build: the pinned torch is refused, never moved
+    err = _refusal("export_pytorch_cuda116_toolkit.yml", "h200_580_159")
+    assert "sm_90" in err.message and "--cuda" not in err.message
+
+
+@pytest.mark.parametrize("machine", ["a10", "h200_580_159", "gtx_535_104"])
+def test_a_package_pinned_twice_to_exclusive_versions_is_refused_naming_both_lines(machine: str) -> None:
+    err = _refusal("python_pinned_twice.yml", machine)
+    assert "python is pinned twice" in err.message
+    assert "python=3.9 (line 8)" in err.message and "python=3.8.20=he870216_0 (line 11)" in err.message
+
+
+def test_a_legacy_pip_torchvision_local_in_a_r_file_matches_the_legacy_wheel_name() -> None:
+    # torch_stable.html names the 1.9.0 pair torchvision==0.10.0+cu111 (compat/legacy.yaml, prev_versions)
+    rendered = _from("nested_legacy_pip/environment.yml", "a10")
+    assert (rendered.selection.torch, rendered.selection.cuda) == ("1.9.0", "11.1")
+    assert "torchvision==0.10.0+cu111" in rendered.envfile.pip
+
+
+@pytest.mark.parametrize("machine", ["a10", "gtx_535_104"])
+def test_pyg_pages_beside_a_pytorch_channel_torch_keep_that_channel(machine: str) -> None:
+    # PyG wheels are built against the pip / pytorch-channel torch, not conda-forge's (owned.yaml pyg_readme)
+    rendered = _from("pyg_page_pytorch_channel.yml", machine)
+    assert rendered.selection.flavor == "pytorch" and rendered.selection.torch == "2.5.0"
 
 
 @pytest.mark.parametrize("machine", ["a10", "h200_580_159", "gtx_535_104"])
@@ -500,8 +558,9 @@ def test_the_files_pip_pin_stands_for_the_bare_pip_of_a_pip_flavor(tmp_path: Pat
 
 
 # -- found on the development part of the real corpus (tests/fixtures/corpus_real), same shapes, own fixtures --
-def test_a_requirements_file_given_as_the_environment_file_is_named_as_such(tmp_path: Path) -> None:
-    """hlr/domiknows requirements-cu128.txt: `--extra-index-url ...` lines made it a "YAML syntax error"."""
+def test_a_bad_line_in_a_requirements_file_is_named_as_pip_reads_it_not_as_yaml(tmp_path: Path) -> None:
+    """hlr/domiknows requirements-cu128.txt: `--extra-index-url ...` lines made it a "YAML syntax error"; a requirements
+    file is now read as pip reads it, so a line pip would refuse is named with the file."""
     from envkit.errors import RenderError
     from envkit.plan import render_env
 
@@ -510,8 +569,8 @@ def test_a_requirements_file_given_as_the_environment_file_is_named_as_such(tmp_
                    "einops: 1\n- x\n")
     with pytest.raises(RenderError) as info:
         render_env(from_file=req, driver_version="550.54.15", compute_capabilities=("8.6",))
-    assert "a pip requirements file, not an environment.yml" in info.value.message
-    assert "pip section" in (info.value.hint or "") and "YAML" not in info.value.message
+    assert "requirements-cu128.txt" in info.value.message and "'einops: 1'" in info.value.message
+    assert "not a valid requirement" in info.value.message and "YAML" not in info.value.message
 
 
 def test_a_cuda_version_of_the_drivers_major_stays_for_tensorflow(tmp_path: Path) -> None:
@@ -566,3 +625,46 @@ def test_a_python_range_is_not_blamed_when_the_gpu_is_what_fails(tmp_path: Path)
         render_env(from_file=env, driver_version="580.159.04", compute_capabilities=("9.0",))
     assert "sm_90" in info.value.message and "binds the selection" not in info.value.message
     assert "--torch 2." in (info.value.hint or "")
+
+
+@pytest.mark.parametrize("machine", ["a10", "h200_580_159"])
+def test_a_pip_requirements_file_is_read_as_an_env_of_python_pip_and_its_lines(machine: str) -> None:
+    rendered = _from("requirements_with_torch_cu128.txt", machine)
+    assert rendered.selection is not None and rendered.selection.flavor == "pip"
+    assert rendered.selection.torch == "2.8.0"  # the file's pin stands
+    assert "pip" in rendered.envfile.dependencies
+    pip = rendered.envfile.pip
+    assert 'numpy>=1.24 ; python_version >= "3.9"' in pip and "einops" in pip  # continuation joined, comment gone
+    assert any(c.startswith("read requirements_with_torch_cu128.txt as a pip requirements file") for c in rendered.changes)
+    assert rendered.envfile.name == "requirements_with_torch_cu128"
+
+
+def test_conda_list_export_is_read_as_conda_specs_and_its_pypi_lines_go_to_pip() -> None:
+    rendered = _from("conda_list_export.txt", "a10")
+    assert (rendered.selection.torch, rendered.selection.cuda) == ("1.13.0", "11.7")
+    assert "tensorflow==2.9.1" in rendered.envfile.pip and "gym==0.26.2" in rendered.envfile.pip
+    assert not any("pypi_0" in d for d in rendered.envfile.dependencies)
+    # tensorflow's cudatoolkit=11.3 stays beside torch's own pytorch-cuda=11.7, as the export had them
+    assert "cudatoolkit=11.3.1" in rendered.envfile.dependencies and "pytorch-cuda=11.7" in rendered.envfile.dependencies
+    assert any("beside it through pytorch-cuda" in c for c in rendered.changes)
+
+
+def test_conda_list_export_on_an_h200_names_the_architecture_not_a_channel() -> None:
+    err = _refusal("conda_list_export.txt", "h200_580_159")
+    assert "sm_90" in err.message and "does not exist on conda-forge" not in err.message
+
+
+def test_an_index_option_after_a_requirement_is_dropped_as_pip_drops_it_and_said() -> None:
+    rendered = _from("torch_line_with_index_option.yml", "a10")
+    assert "six" in rendered.envfile.pip and not any("example.invalid" in p for p in rendered.envfile.pip)
+    assert any("pip ignores --index-url https://example.invalid/simple after a requirement" in c
+               for c in rendered.changes)
+
+
+def test_an_unknown_option_after_a_requirement_is_still_an_error() -> None:
+    from envkit.errors import RenderError
+    from envkit.render.envfile import parse_pip_line
+
+    with pytest.raises(RenderError, match="--frobnicate is not a pip option"):
+        parse_pip_line("six --frobnicate 1")
+    assert parse_pip_line("six --hash=sha256:" + "a" * 64).ignored == ""

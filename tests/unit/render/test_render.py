@@ -199,9 +199,11 @@ def test_from_raw_conda_export(capsys: pytest.CaptureFixture[str]) -> None:
     assert "prefix" not in data and "dropped prefix" in err
     assert not any(d.count("=") >= 2 and "cuda*" not in d for d in conda), "build strings must go"
     assert "numpy=1.26.4" in conda and "pandas=2.2.1" in conda
-    assert not any(d.startswith(("pytorch-cuda", "pytorch-mutex", "cuda-cudart", "cuda-runtime")) for d in conda)
-    # the file's exact torch and its own torchvision pair are kept; only the CUDA line is this machine's
-    assert "pytorch=2.1.0=cuda*" in conda and "cuda-version=12.0" in conda and "torchvision=0.16.0" in conda
+    assert not any(d.startswith(("pytorch-cuda", "pytorch-mutex")) for d in conda)
+    # the file's exact torch, its CUDA (11.8 runs on this driver and GPU) and its own torchvision pair are kept; the
+    # CUDA 11.8 runtime packages of the export stay at their versions, without the old machine's build strings
+    assert "pytorch=2.1.0=cuda*" in conda and "cuda-version=11.8" in conda and "torchvision=0.16.0" in conda
+    assert "cuda-cudart=11.8.89" in conda and "cuda-runtime=11.8.0" in conda
     assert pip == ["tqdm==4.66.2", "wandb==0.16.4"]
     assert data["channels"] == ["conda-forge", "defaults"] and data["name"] == "train"
 
@@ -219,9 +221,10 @@ def test_from_cudatoolkit_era_file_keeps_torch_on_an_a10(capsys: pytest.CaptureF
                              "--driver-version", "550.54.15", "--compute-capability", "8.6")
     assert code == 0, err
     conda, _ = deps_of(yaml.safe_load(out))
-    assert {"pytorch=1.11.0=*cuda*", "cudatoolkit=11.5", "torchvision=0.12.0", "torchaudio=0.11.0", "scipy",
+    # cudatoolkit 11.3 runs on this driver and has sm_86: the file's CUDA stays (it moved to 11.5 before)
+    assert {"pytorch=1.11.0=*cuda*", "cudatoolkit=11.3", "torchvision=0.12.0", "torchaudio=0.11.0", "scipy",
             "python=3.9"} <= set(conda)
-    assert "cudatoolkit 11.3 -> 11.5 (the CUDA line of torch 1.11.0 for this machine)" in err
+    assert "CUDA 11.3: the CUDA the file's torch was built for runs here, so it stays" in err
 
 
 def test_torch_on_the_command_line_overrides_the_file_and_says_so(capsys: pytest.CaptureFixture[str]) -> None:
@@ -252,9 +255,11 @@ def test_from_pip_cu118_file_keeps_the_pip_flavor(capsys: pytest.CaptureFixture[
 
 
 def test_from_mirror_channels(capsys: pytest.CaptureFixture[str]) -> None:
+    # torch 2.5.1 with pytorch-cuda=12.4 runs here: it stays on its pytorch channel (conda-forge has no 12.4 build)
     data, _text, err = adapted(capsys, "mirror_channels.yml")
-    assert data["channels"] == ["conda-forge"]
-    assert "-> conda-forge" in err
+    assert data["channels"] == ["pytorch", "nvidia", "conda-forge"]
+    assert "-> conda-forge" in err and "-> pytorch" in err
+    # USTC does not mirror nvidia: keeping CUDA 12.4 is impossible there, so torch 2.5.1 comes from conda-forge
     data, _text, _err = adapted(capsys, "mirror_channels.yml", "--mirror", "ustc")
     assert data["channels"] == ["https://mirrors.ustc.edu.cn/anaconda/cloud/conda-forge"]
 
@@ -313,3 +318,11 @@ def test_config_file_defaults_come_after_flags_and_env(capsys: pytest.CaptureFix
     config.write_text("- not a mapping\n")
     code, _out, err = run_cli(capsys, "render", "minimal")
     assert code == 1 and "must hold a mapping" in err
+
+
+def test_output_dash_is_stdout_not_a_file_named_dash(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, out, _err = run_cli(capsys, "render", "minimal", "-o", "-", *SIM)
+    assert code == 0 and "dependencies:" in out
+    assert not (tmp_path / "-").exists()
