@@ -285,6 +285,11 @@ def select(machine: Machine, request: Request) -> Selection:
         if python is None:
             failures.append(py_reason)
             continue
+        if not release.builds.get(flavor) and flavor == "pytorch" and release.key < data.deleted_below:
+            failures.append(f"channel: torch {release.version} is gone from -c pytorch: the pytorch channel deleted "
+                            f"pytorch < {data.deleted_below} ({data.sources[data.deleted_src].split(' ')[0]}); its "
+                            "pip wheels remain (--flavor pip)")
+            continue
         if not release.builds.get(flavor):
             have = [r.version for r in reversed(data.releases) if r.builds.get(flavor)]
             failures.append(f"channel: torch {release.version} has no {flavor} build"

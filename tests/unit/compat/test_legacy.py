@@ -19,6 +19,8 @@ A10 = machine("550.54.15", "12.4", "8.6", "NVIDIA A10")
 H200 = machine("580.95.05", "13.0", "9.0", "NVIDIA H200")
 GTX1080TI = machine("535.183.01", "12.2", "6.1", "NVIDIA GeForce GTX 1080 Ti")
 RELEASES = [r.version for r in legacy.load().releases]
+# 1.3.1-1.5.0: pip wheels only (the pytorch channel deleted pytorch < 1.5.1, pytorch#104754)
+PIP_ONLY = [r.version for r in legacy.load().releases if not r.builds["pytorch"]]
 
 
 def test_every_row_names_a_known_source() -> None:
@@ -31,7 +33,7 @@ def test_every_row_names_a_known_source() -> None:
         assert row["src"] and set(row["src"]) <= sources, row["version"]
         lists = [*row["pytorch_channel"].values(), *row["pip"].values(), *(row.get("conda_forge") or {}).values()]
         assert set(lists) <= set(raw["arch_lists"]), row["version"]
-    assert RELEASES[0] == "1.12.1" and RELEASES[-1] == "1.5.1" and len(RELEASES) == 14
+    assert RELEASES[0] == "1.12.1" and RELEASES[-1] == "1.3.1" and len(RELEASES) == 17
 
 
 @pytest.mark.parametrize("version", RELEASES)
@@ -40,15 +42,25 @@ def test_no_legacy_build_runs_on_hopper(version: str, flavor: str) -> None:
     """No 1.x build has sm_90 SASS and CUDA <= 11.6 cannot JIT PTX for sm_90."""
     from envkit.errors import SelectionError
 
-    with pytest.raises(SelectionError, match="architecture: no .* has code for sm_90"):
+    gone = flavor == "pytorch" and version in PIP_ONLY
+    with pytest.raises(SelectionError, match="the pytorch channel deleted pytorch < 1.5.1" if gone else
+                       "architecture: no .* has code for sm_90"):
         legacy.select(H200, Request(torch=version, flavor=flavor))
+
+
+@pytest.mark.parametrize("version", PIP_ONLY)
+def test_releases_the_channel_deleted_still_run_from_their_pip_wheels_on_pascal(version: str) -> None:
+    sel = legacy.select(GTX1080TI, Request(torch=version, flavor="pip"))
+    assert sel.torch == version and sel.cuda in ("10.1", "10.2") and sel.pip_specs[0].startswith(f"torch=={version}")
+    assert sel.pip_index_url == legacy.FIND_LINKS
 
 
 # CUDA 10.2 and older have no sm_8x (legacy.yaml arch_first_cuda: 8.0 needs CUDA 11.0): 1.5.1/1.6.0 run on Pascal only
 AMPERE_RELEASES = [v for v in RELEASES if tuple(map(int, v.split("."))) >= (1, 7, 0)]
+CONDA_RELEASES = [v for v in RELEASES if v not in PIP_ONLY]
 
 
-@pytest.mark.parametrize("version", [v for v in RELEASES if v not in AMPERE_RELEASES])
+@pytest.mark.parametrize("version", [v for v in CONDA_RELEASES if v not in AMPERE_RELEASES])
 def test_releases_of_cuda_10_have_no_ampere_build(version: str) -> None:
     from envkit.errors import SelectionError
 
@@ -56,8 +68,8 @@ def test_releases_of_cuda_10_have_no_ampere_build(version: str) -> None:
         legacy.select(A10, Request(torch=version, flavor="pytorch"))
 
 
-@pytest.mark.parametrize("version,gpu", [(v, A10) for v in AMPERE_RELEASES] + [(v, GTX1080TI) for v in RELEASES],
-                         ids=[f"a10-{v}" for v in AMPERE_RELEASES] + [f"gtx1080ti-{v}" for v in RELEASES])
+@pytest.mark.parametrize("version,gpu", [(v, A10) for v in AMPERE_RELEASES] + [(v, GTX1080TI) for v in CONDA_RELEASES],
+                         ids=[f"a10-{v}" for v in AMPERE_RELEASES] + [f"gtx1080ti-{v}" for v in CONDA_RELEASES])
 def test_ampere_and_pascal_run_every_release_with_a_covering_build(version: str, gpu: Machine) -> None:
     from envkit.compat import parse_cc
 
