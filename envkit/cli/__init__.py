@@ -102,7 +102,8 @@ def _dispatch(argv: list[str] | None) -> int:
 def _interrupted() -> int:
     """Ctrl-C / SIGTERM: the staging was removed on the way here; say so only if it is really gone."""
     staging = sys.modules.get("envkit.prefix.staging")  # loaded only by the verbs that stage
-    left = staging.settle_at_exit() if staging is not None and staging.left_behind() else []
+    # the last try comes before the message, so what it says is what is on disk
+    left = staging.settle_at_exit() if staging is not None else []
     if left:
         click.echo("Interrupted; could not remove what this run had half-made: " + "; ".join(left), err=True)
     else:

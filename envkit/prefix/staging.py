@@ -83,6 +83,9 @@ def interrupting() -> Iterator[None]:
     A handler of our own (not Python's default) also keeps asyncio.run from swallowing SIGINT while it
     waits on rattler's future: the wakeup fd breaks the wait and the handler raises."""
     def handler(_signum: int, _frame: Any) -> None:
+        # quieted before the exception unwinds asyncio.run: its loop closes on the way out, and a runtime thread
+        # may call back into it before any `except` here runs (scripts/torture.py, create --bundle SIGTERM)
+        _quiet_closed_loop()
         raise KeyboardInterrupt
 
     previous: dict[signal.Signals, Any] = {}  # signal.signal's handlers: callables, SIG_DFL, SIG_IGN, None
@@ -101,12 +104,20 @@ def interrupting() -> Iterator[None]:
             signal.signal(sig, old if old is not None else signal.SIG_DFL)
 
 
+_QUIETED = False
+
+
 def _quiet_closed_loop() -> None:
     """After an interrupt, rattler's runtime threads may still call back into the event loop asyncio.run just
     closed; Python prints that RuntimeError('Event loop is closed') as a traceback of an ignored exception.
     It is expected on the way out, so it is dropped (any other one still prints)."""
     import sys
     import threading
+
+    global _QUIETED
+    if _QUIETED:
+        return
+    _QUIETED = True
 
     def closed(exc: BaseException | None) -> bool:
         return isinstance(exc, RuntimeError) and "Event loop is closed" in str(exc)
@@ -251,12 +262,15 @@ def settle_at_exit() -> list[str]:
         folder, lock = _UNFINISHED.pop()
         problem = _remove_settled(folder, settle=0.05, limit=2.0)
         if problem is None:
-            fd = try_lock(lock)  # only while nobody (a sweep of another envkit) holds it
+            # the folder is gone: its marker is this run's own random name, so it goes too, held or not (a sweep of
+            # another envkit holding it a moment finds no folder and drops it as well); a marker left here was the
+            # torture's "bundle SIGTERM" leftover
+            fd = try_lock(lock)
+            try:
+                os.unlink(lock)
+            except OSError:
+                pass
             if fd is not None:
-                try:
-                    os.unlink(lock)
-                except OSError:
-                    pass
                 os.close(fd)
         else:
             left.append(problem)
@@ -265,8 +279,8 @@ def settle_at_exit() -> list[str]:
 
 def left_behind() -> list[str]:
     """What an interrupted run could not remove (so far): never claim a clean slate while this is not empty."""
-    return [f"{folder} (remove it with rm -rf {folder})" for folder, _lock in _UNFINISHED
-            if folder.exists() or folder.is_symlink()]
+    return [f"{folder} (remove it with rm -rf {folder})" for folder, lock in _UNFINISHED
+            if folder.exists() or folder.is_symlink() or lock.exists()]
 
 
 def hold(kind: str, target: Path, *, mkdir: bool, **extra: Any) -> Held:
