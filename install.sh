@@ -21,22 +21,30 @@
 # variables pass through (offline: PIP_NO_INDEX=1 PIP_FIND_LINKS=/path/to/wheels). uv reads no PIP_*
 # variable, so PIP_NO_INDEX, PIP_FIND_LINKS, PIP_INDEX_URL and PIP_EXTRA_INDEX_URL are also handed to
 # pipx (--pip-args, for its pip or uv backend) and to uv tool install as the same-named options.
-# Exit codes: 0 installed and on PATH, 1 failed, 2 bad option, 3 installed but not on PATH (the line
-# to add is printed).
+# An envkit command after the options runs once the install is done, through the installed executable's
+# absolute path, so it works in this very shell even when the bin dir is not on PATH yet (a fresh account:
+# Debian's and Ubuntu's ~/.profile add ~/.local/bin only if it existed at login):
+#   ./install.sh create dl_train --cuda auto
+# Exit codes: that command's own exit code when one is given; else 0 installed and on PATH, 1 failed,
+# 2 bad option, 3 installed but not on PATH (the line to add is printed, and whether a new login is enough).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 method=auto
 dry_run=0
 force=0
-for arg in "$@"; do
-  case "$arg" in
+after=()
+while [ $# -gt 0 ]; do
+  case "$1" in
     --dry-run) dry_run=1 ;;
     --force) force=1 ;;
-    --method=*) method=${arg#--method=} ;;
+    --method=*) method=${1#--method=} ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
-    *) echo "install.sh: unknown option $arg (use --dry-run, --force, --method=auto|env|pipx|uv|venv)" >&2; exit 2 ;;
+    --) shift; after=("$@"); break ;;
+    -*) echo "install.sh: unknown option $1 (use --dry-run, --force, --method=auto|env|pipx|uv|venv, then an envkit command)" >&2; exit 2 ;;
+    *) after=("$@"); break ;;  # the envkit command to run once installed: create dl_train --cuda auto
   esac
+  shift
 done
 case "$method" in auto|env|pipx|uv|venv) ;; *) echo "install.sh: --method must be auto, env, pipx, uv or venv" >&2; exit 2 ;; esac
 
@@ -155,6 +163,7 @@ if [ "$method" = venv ] && { [ -e "$bindir/envkit" ] || [ -L "$bindir/envkit" ];
     die "$bindir/envkit exists and was not written by install.sh (it is $(ls -ld "$bindir/envkit" | cut -c1-200)); nothing was changed. Keep it and install elsewhere: ENVKIT_BIN_DIR=$(sq "$HOME/bin") ./install.sh; or remove it yourself (rm $(sq "$bindir/envkit")), or replace it: ./install.sh --force"
   fi
 fi
+[ ${#after[@]} -eq 0 ] || [ "$dry_run" = 0 ] || say "then it would run: envkit ${after[*]}"
 [ "$dry_run" = 0 ] || exit 0
 
 # 3. install (${a[@]+"${a[@]}"}: an empty array under set -u, bash < 4.4 too)
@@ -220,13 +229,30 @@ case ":$PATH:" in
     if [ -n "$found" ] && [ "$found" != "$envkit_exe" ]; then
       say "warning: another envkit comes first on PATH: $found"
     fi
-    say "next: envkit create dl_train --cuda auto"
+    [ ${#after[@]} -gt 0 ] || say "next: envkit create dl_train --cuda auto"
     ;;
   *)
-    cat >&2 <<EOF
+    # Debian's and Ubuntu's stock ~/.profile (from /etc/skel): if [ -d "$HOME/.local/bin" ] ; then
+    # PATH="$HOME/.local/bin:$PATH"; read by login shells, so now that the folder exists the next login has it
+    next_login=0
+    if [ "$exe_dir" = "${HOME:-}/.local/bin" ] && [ -f "$HOME/.profile" ] && grep -q '\.local/bin' "$HOME/.profile" 2>/dev/null; then
+      next_login=1
+    fi
+    if [ $next_login = 1 ]; then
+      cat >&2 <<EOF
+envkit install: envkit is installed at $envkit_exe. $exe_dir is not on this shell's PATH yet: your ~/.profile adds it at your next login (the folder did not exist when you logged in). For this shell:
+  export PATH=$(sq "$exe_dir"):"\$PATH"
+EOF
+    else
+      cat >&2 <<EOF
 envkit install: envkit is installed at $envkit_exe, but $exe_dir is not on your PATH. Add it, now and in ~/.bashrc (or ~/.zshrc):
   export PATH=$(sq "$exe_dir"):"\$PATH"
 EOF
-    exit 3
+    fi
+    [ ${#after[@]} -gt 0 ] || exit 3
     ;;
 esac
+if [ ${#after[@]} -gt 0 ]; then
+  say "running: envkit ${after[*]}"
+  exec "$envkit_exe" "${after[@]}"
+fi

@@ -5,6 +5,8 @@ builds while the network is up (INSTALL_TEST_WHEELHOUSE)."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import re
 import shlex
@@ -13,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,14 +25,19 @@ SYSTEM_PY = Path("/usr/bin/python3")
 SYSTEM_PATH = "/usr/bin:/bin"  # no pyenv shims, no pipx, no uv: a stock Debian/Ubuntu user's PATH
 
 
-def readme_install_command() -> str:
-    """The Quickstart's first command, up to `&& envkit create ...`."""
+def readme_quickstart() -> str:
+    """The Quickstart's first command, verbatim: `./install.sh create dl_train --cuda auto`."""
     text = README.read_text(encoding="utf-8")
     quick = text.split("## Quickstart", 1)[1]
     first = re.search(r"```bash\n(.+?)\n```", quick, re.S)
     assert first is not None
-    line = first.group(1).strip()
-    install, sep, rest = line.partition(" && envkit create ")
+    return first.group(1).strip()
+
+
+def readme_install_command() -> str:
+    """The Quickstart's install part: the script, without the envkit command it runs once installed."""
+    line = readme_quickstart()
+    install, sep, rest = line.partition(" create ")
     assert sep and rest.startswith("dl_train --cuda auto"), line
     return install
 
@@ -452,3 +460,68 @@ def test_home_unset_is_a_clear_error(tmp_path: Path) -> None:
     assert done.returncode == 1, done.stdout + done.stderr
     assert "unbound variable" not in done.stderr
     assert "HOME is not set" in done.stderr and "HOME=/home/" in done.stderr
+
+
+FRESH = "envkit-qs"
+
+
+@pytest.mark.slow
+def test_the_quickstart_line_on_a_fresh_account_in_a_login_shell(tmp_path: Path) -> None:
+    """Issue 24: a new `useradd -m` account (no ~/.local/bin at login), a login shell, the README's first line
+    verbatim in a fresh copy of the checkout, the local test channel as the mirror: envkit is installed, the
+    environment is created in that same shell, and the next login finds `envkit` on PATH."""
+    if os.geteuid() != 0 or not all(shutil.which(t) for t in ("useradd", "userdel", "runuser")):
+        pytest.skip("needs root and useradd/userdel/runuser to make a fresh account")
+    if not SYSTEM_PY.exists():
+        pytest.skip(f"{SYSTEM_PY} does not exist on this machine")
+    wheels = wheelhouse_for(str(SYSTEM_PY))
+    if _py_xy(str(SYSTEM_PY)) != _py_xy(sys.executable):
+        pytest.skip(f"{SYSTEM_PY} is not the X.Y of the test python: the test channel's packages would not fit it")
+    from testbed.channel import build_testbed, test_venv_site
+    from testbed.pipindex import build_pip_indexes
+    from testbed.server import ChannelServer
+
+    user = f"{FRESH}{os.getpid() % 100000}"
+    subprocess.run(["userdel", "-r", user], capture_output=True)  # a leftover of a killed run
+    subprocess.run(["useradd", "-m", "-s", "/bin/bash", user], check=True, capture_output=True)
+    stack = contextlib.ExitStack()
+    try:
+        home = Path(subprocess.run(["runuser", "-l", user, "-c", "echo $HOME"], capture_output=True, text=True,
+                                   check=True).stdout.strip())
+        assert not (home / ".local/bin").exists()
+        clone, house = home / "envkit", home / "wheels"
+        shutil.copytree(REPO, clone, ignore=shutil.ignore_patterns(".git", ".venv*", "__pycache__", "*.egg-info",
+                                                                   ".mypy_cache", ".pytest_cache", "build", "dist"))
+        shutil.copytree(wheels, house)
+        subprocess.run(["chown", "-R", f"{user}:{user}", str(clone), str(house)], check=True)
+        site = test_venv_site()  # the env's torch (CPU) is the test venv's: the new account must be able to read it
+        if subprocess.run(["runuser", "-u", user, "--", "test", "-r", site[0]], capture_output=True).returncode:
+            pytest.skip(f"{site[0]} is not readable by a new account here (its checkout sits in a private folder)")
+        # the test channel, with a python stand-in the new account can run (the system python, same X.Y)
+        bed = tmp_path / "bed"
+        build_testbed(bed, host_site=site, interpreter=SYSTEM_PY.resolve())
+        build_pip_indexes(bed)
+        # offline: install.sh's pip finds envkit's dependencies in the wheelhouse; the mirror is the test channel
+        server = stack.enter_context(ChannelServer(bed))
+        setup = (f"export PIP_CONFIG_FILE=/dev/null PIP_FIND_LINKS={shlex.quote(str(house))} "
+                 f"PIP_INDEX_URL={shlex.quote(server.url + '/pypi/simple')} PIP_DISABLE_PIP_VERSION_CHECK=1 "
+                 f"ENVKIT_MIRROR={shlex.quote(server.url)}; cd {shlex.quote(str(clone))} && ")
+        first = subprocess.run(["runuser", "-l", user, "-c", setup + readme_quickstart()], capture_output=True,
+                               text=True, timeout=600)
+        said = first.stdout + first.stderr
+        assert first.returncode == 0, said
+        assert "your ~/.profile adds it at your next login" in first.stderr, said
+        assert "running: envkit create dl_train --cuda auto" in first.stdout, said
+        assert "CPU build" in first.stdout, said  # no GPU here: --cuda auto planned a CPU build, and said so
+        assert (home / ".local/bin/envkit").is_file()
+        # the next login: ~/.profile puts ~/.local/bin on PATH, envkit is found and lists the new env
+        second = subprocess.run(["runuser", "-l", user, "-c", "command -v envkit && envkit list --json"],
+                                capture_output=True, text=True, timeout=120)
+        assert second.returncode == 0, second.stdout + second.stderr
+        assert second.stdout.splitlines()[0] == str(home / ".local/bin/envkit")
+        listed = json.loads(second.stdout.split("\n", 1)[1])
+        assert "dl_train" in {e["name"] for e in listed["environments"]}
+    finally:
+        stack.close()
+        subprocess.run(["pkill", "-u", user], capture_output=True)
+        subprocess.run(["userdel", "-r", user], capture_output=True)

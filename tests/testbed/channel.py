@@ -138,7 +138,8 @@ def host_python() -> Path:
     return Path(getattr(sys, "_base_executable", sys.executable)).resolve()
 
 
-def python_pkg(*, host_site: list[str] | None = None, system_site: bool = False, version: str | None = None) -> Pkg:
+def python_pkg(*, host_site: list[str] | None = None, system_site: bool = False, version: str | None = None,
+               interpreter: Path | None = None) -> Pkg:
     """A relocatable stand-in `python`: a venv-shaped prefix whose interpreter is the test machine's.
 
     Named `python` with the host's X.Y so rattler lays out noarch-python packages where this
@@ -146,7 +147,7 @@ def python_pkg(*, host_site: list[str] | None = None, system_site: bool = False,
     test venv's site-packages: real CPU torch inside the env); `system_site` exposes the host's own
     site-packages (the GPU machine's torch).
     """
-    exe = host_python()
+    exe = interpreter or host_python()  # another X.Y-compatible interpreter: one a fresh account can run
     files = {
         "pyvenv.cfg": (f"home = {exe.parent}\ninclude-system-site-packages = {str(system_site).lower()}\n"
                        f"version = {sys.version.split()[0]}\n").encode(),
@@ -275,9 +276,10 @@ class TestBed:
 
 
 def build_testbed(root: Path, *, host_site: list[str] | None = None, system_site: bool = False,
-                  bench: bool = False) -> TestBed:
+                  bench: bool = False, interpreter: Path | None = None) -> TestBed:
     start = time.perf_counter()
-    universes = {"conda-forge": [python_pkg(host_site=host_site, system_site=system_site), pip_pkg(),
+    universes = {"conda-forge": [python_pkg(host_site=host_site, system_site=system_site, interpreter=interpreter),
+                                 pip_pkg(),
                                  *conda_forge_universe()],
                  "pytorch": pytorch_channel_universe(), "nvidia": nvidia_universe()}
     if bench:
