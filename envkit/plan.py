@@ -247,6 +247,15 @@ def render_env(*, spec: str | None = None, from_file: Path | None = None, name: 
         req = request_from(parsed, request, flavor_given)
         chosen: Selection | None = None
         notes: list[str] = []
+        cpu_by_intent = parsed.torch_cpu and bool(parsed.cuda_consumers) and request.cuda == "auto"
+        if cpu_by_intent:
+            # a CPU torch beside jax/tensorflow/cupy on the GPU (young-geng/EasyLM gpu_environment.yml: pytorch-cpu
+            # with jaxlib=*cuda* and cudatoolkit=11.3): the file splits the work, so torch stays on the CPU
+            req = replace(req, cuda="cpu")
+            request = replace(request, cuda="cpu")
+            notes.append(f"torch stays a CPU build, as the file asks ({', '.join(n for n in ('pytorch-cpu', 'cpuonly') if n in {s.name for s in parsed.specs}) or 'a cpu build string'}): "
+                         f"the GPU is for {', '.join(parsed.cuda_consumers)} and their CUDA line (pass --cuda X.Y for a "
+                         "CUDA torch)")
         if parsed.has_torch or request.torch is not None:
             if request.torch is None:
                 check_torch_text(parsed)
@@ -319,8 +328,8 @@ def render_env(*, spec: str | None = None, from_file: Path | None = None, name: 
                 if legacy_pick is not None:
                     machine, chosen, note = legacy_pick
                     notes.append(note)
-            if parsed.cuda_range and (chosen is None or chosen.cuda is None
-                                      or not _in_range(chosen.cuda, parsed.cuda_range)) \
+            if parsed.cuda_range and not cpu_by_intent and (chosen is None or chosen.cuda is None
+                                                            or not _in_range(chosen.cuda, parsed.cuda_range)) \
                     and not (chosen is not None and chosen.cuda and chosen.cuda == kept_pair(parsed)):
                 built = "CPU only" if chosen is None or chosen.cuda is None else f"CUDA {chosen.cuda}"
                 why = first.message if chosen is None and first is not None else f"the build that runs here is {built}"

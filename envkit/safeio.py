@@ -66,7 +66,18 @@ def read_bytes(path: Path, what: str = "file", limit: int = MAX_INPUT_BYTES) -> 
 
 
 def decode(data: bytes, path: Path, what: str = "file") -> str:
-    """UTF-8 text (a BOM is allowed); UTF-16/32, binary and other encodings are a clear error."""
+    """UTF-8 text (a BOM is allowed), or UTF-16 that starts with its BOM: Windows PowerShell 5.1's `>` writes that
+    (about_Redirection: `conda env export > environment.yml`), and pip reads it too (pip/_internal/utils/encoding.py
+    auto_decode). UTF-16 without a BOM, UTF-32, binary and other encodings are a clear error."""
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")) and not data.startswith(b"\xff\xfe\0\0"):
+        try:
+            text = data.decode("utf-16")
+        except UnicodeDecodeError:
+            text = ""
+        # an environment or requirements file is mostly ASCII whatever its encoding; bytes that only happen to
+        # start with a BOM decode to CJK noise, and are refused below like any other damaged text
+        if text and "\0" not in text and sum(ch < "\x80" for ch in text) * 2 >= len(text):
+            return text
     if data.startswith((b"\xff\xfe", b"\xfe\xff")) or (len(data) >= 4 and (data[1:4:2] == b"\0\0" or
                                                                             data[0:3:2] == b"\0\0")):
         raise InputError(f"{what} {path} is UTF-16 (or UTF-32) text; envkit reads UTF-8",

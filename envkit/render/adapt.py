@@ -28,7 +28,7 @@ from envkit.prefix.locations import check_name
 from envkit.render.envfile import (CondaSpec, EnvFile, PipLine, check_channel, check_variables, load_yaml_file,
                                    parse_conda_spec, parse_pip_line)
 from envkit.render.mirrors import Mirror, apply_channels, canonical_channel
-from envkit.safeio import read_bytes
+from envkit.safeio import read_bytes, read_text
 
 # Packages whose only job is to pick a CUDA (or CPU) variant of torch: the selection writes its own.
 CUDA_SPECIFIC = {"pytorch-cuda", "cudatoolkit", "cuda-version", "cpuonly", "pytorch-mutex"}
@@ -89,6 +89,7 @@ class Parsed:
     cuda_range: str | None = None  # what those consumers need of CUDA (a PEP 440 range), from cudatoolkit/cuda-version
     wheel_cuda: str | None = None  # the CUDA of the file's +cuNNN / +ptXYcuNNN wheels and pages ('11.8')
     coupled_torch: str | None = None  # the torch minor the file's coupled pins were built for ('2.2')
+    torch_cpu: bool = False  # the file's torch is a CPU build on purpose (pytorch-cpu, cpuonly, a cpu build string)
     from_requirements: str = ""  # 'pip': a requirements file (python, pip, its lines); 'conda': conda list --export
     torch_cuda: str | None = None  # the CUDA of the file's conda torch (pytorch-cuda=11.6, a cuda11.6 build, cudatoolkit)
 
@@ -144,7 +145,7 @@ def _pip_version_text(line: PipLine) -> str | None:
 def _requirements_as_env(path: Path) -> dict[str, Any]:
     """A pip requirements file as the environment conda would make of it in a pip section: pip, then the file's
     lines as pip reads them (pip/_internal/req/req_file.py: `#` comments, a trailing backslash joins lines)."""
-    text = read_bytes(path, "requirements file").decode("utf-8", errors="replace")
+    text = read_text(path, "requirements file")  # pip's auto_decode: a UTF-8 BOM (tabbyAPI's files) is not a line
     lines: list[str] = []
     pending = ""
     for raw in text.splitlines():
@@ -260,7 +261,8 @@ def parse_file(path: Path) -> Parsed:
                   cuda_range=_cuda_range(cuda_pins) if consumers else None,
                   wheel_cuda=_wheel_cuda(pip, path.resolve().parent), coupled_torch=_coupled_torch(pip),
                   torch_cuda=_torch_cuda([s for _, s in conda]) if has_torch and not from_pip else None,
-                  from_requirements="conda" if conda_list else ("pip" if from_requirements else ""))
+                  from_requirements="conda" if conda_list else ("pip" if from_requirements else ""),
+                  torch_cpu=_cpu_torch([s for _, s in conda]))
 
 
 def _check_repeated_pins(conda: list[tuple[str, CondaSpec]], path: Path) -> None:
@@ -291,6 +293,15 @@ def _check_repeated_pins(conda: list[tuple[str, CondaSpec]], path: Path) -> None
                     "export` is the usual cause)")
         else:
             seen[spec.name] = (raw, version)
+
+
+def _cpu_torch(specs: list[CondaSpec]) -> bool:
+    """The file asks for a CPU torch by name: conda-forge's pytorch-cpu, the pytorch channel's cpuonly, or a
+    pytorch build string that says cpu (compat/builds.is_cpu_build)."""
+    from envkit.compat.builds import is_cpu_build
+
+    return any(s.name in ("pytorch-cpu", "cpuonly") or (s.name == "pytorch" and s.build and is_cpu_build(s.build))
+               for s in specs)
 
 
 def _torch_cuda(specs: list[CondaSpec]) -> str | None:
@@ -631,16 +642,19 @@ def _against_selection(raw: str, spec: CondaSpec, sel: Selection, state: _Adapti
         if version:
             state.file_versions[key] = version
         if spec.name in TORCH_ALIASES:
-            state.changes.append(f"replaced {raw} with pytorch (the selection picks the CUDA build)")
+            state.changes.append(f"replaced {raw} with pytorch (the selection picks the "
+                                 f"{'CUDA' if sel.cuda else 'CPU'} build)")
         return None
     if spec.name in CUDA_SPECIFIC:
         if spec.name in ("cudatoolkit", "cuda-version") and state.consumers and spec.version.strip() \
                 and not any(parse_conda_spec(s).name == spec.name for s in sel.specs):
             # tensorflow/jax/cupy in the same file use this runtime: it stays (the selection was made inside it)
-            beside = ("inside it" if sel.cuda != kept_pair_cuda(state) else
+            beside = ("a CPU build" if sel.cuda is None else "inside it" if sel.cuda != kept_pair_cuda(state) else
                       "beside it through pytorch-cuda, as the file had them")
             state.changes.append(f"kept {raw} ({', '.join(state.consumers)} in the file use that CUDA runtime; "
-                                 f"torch's CUDA {sel.cuda} is {beside})")
+                                 f"torch's CUDA {sel.cuda} is {beside})" if sel.cuda else
+                                 f"kept {raw} ({', '.join(state.consumers)} in the file use that CUDA runtime; torch is "
+                                 "a CPU build)")
             return spec
         _cuda_pin_change(raw, spec, sel, state.changes)
         return None
@@ -661,6 +675,8 @@ def _against_selection(raw: str, spec: CondaSpec, sel: Selection, state: _Adapti
         state.changes.append(f"dropped the {spec.channel}:: prefix of {raw} (the selection does not use "
                              f"that channel)")
         spec = replace(spec, channel="")
+    if spec.name in owned.load().conda_cuda_runtime and sel.cuda is None and state.consumers:
+        return spec  # a CPU torch: the file's CUDA packages serve its jax/tensorflow/cupy, pins and all
     if spec.name in owned.load().conda_cuda_runtime and spec.name.startswith("cuda") and sel.cuda \
             and re.match(re.escape(sel.cuda) + r"(\.|$)", spec.exact_version or ""):
         return spec  # NVIDIA's cuda-* packages carry the CUDA version: this one is the selection's CUDA, so it stays
@@ -780,7 +796,7 @@ def _nested_files(lines: tuple[PipLine, ...], folder: Path) -> list[tuple[PipLin
             continue
         path = Path(_resolve(line.arg, folder).removeprefix("file:"))
         try:  # bounded: a FIFO or device named by -r must not hang the render
-            out.append((line, path, read_bytes(path, "requirements file", 1 << 20).decode("utf-8", "replace")))
+            out.append((line, path, read_bytes(path, "requirements file", 1 << 20).decode("utf-8-sig", "replace")))
         except InputError:
             continue
     return out
@@ -918,7 +934,9 @@ def _channels(parsed: Parsed, sel: Selection | None, mirror: Mirror | None, sour
         if canon != ch:
             changes.append(f"channel {ch} -> {canon}")
         base = canon.split("/")[0]
-        if sel is not None and base in CUDA_CHANNELS and canon not in sel.channels:
+        if sel is not None and base == "nvidia" and sel.cuda is None and parsed.cuda_consumers:
+            pass  # a CPU torch beside jax/tensorflow on the GPU: NVIDIA's channel serves their CUDA packages
+        elif sel is not None and base in CUDA_CHANNELS and canon not in sel.channels:
             changes.append(f"removed channel {ch} (it only served the CUDA torch stack)")
             continue
         if canon not in channels:

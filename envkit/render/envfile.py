@@ -245,6 +245,12 @@ def parse_pip_line(text: Any, where: str = "pip") -> PipLine:
                 raise RenderError(f"{where}: {opt} takes no value in {value!r}", f"write {opt} alone")
             return PipLine(opt, opt)
         arg = arg.strip()
+        if not arg:
+            # conda writes each pip item as one line of a requirements file and pip reads each line alone
+            # ("--extra-index-url option requires 1 argument", pip 26.3): the option and its value are one item
+            raise RenderError(f"{where}: {opt} has no value on its line: pip reads each item of the pip section "
+                              "as one line (pip: option requires 1 argument)",
+                              f"write the option and its value as one item: - {opt} URL")
         quoted = re.fullmatch(r"""(['"])([^'"]+)\1""", arg)
         if quoted:
             # pip splits an option line as a shell does (pip/_internal/req/req_file.py: shlex.split), so

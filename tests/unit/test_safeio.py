@@ -36,8 +36,8 @@ def test_nesting_and_alias_limits() -> None:
 
 @pytest.mark.parametrize(("content", "why"), [
     (b"name: caf\xe9\n", "not UTF-8 text (byte 0xe9 on line 1)"),
-    ("name: x\n".encode("utf-16"), "UTF-16"),
-    ("name: x\n".encode("utf-16-le"), "UTF-16"),
+    ("name: x\n".encode("utf-16-le"), "UTF-16"),  # no BOM: nothing says which byte order
+    ("name: x\n".encode("utf-32"), "UTF-16"),
     (b"\x00\x01\x02binary", "binary"),
 ])
 def test_text_that_is_not_utf8_is_named(tmp_path: Path, content: bytes, why: str) -> None:
@@ -75,3 +75,26 @@ def test_json_objects(tmp_path: Path) -> None:
         path.write_text(text)
         with pytest.raises(InputError, match=why):
             load_json_object(path, "metadata file")
+
+
+def test_utf16_with_its_bom_is_read_as_windows_powershell_writes_it(tmp_path: Path) -> None:
+    """Windows PowerShell 5.1's `conda env export > environment.yml` writes UTF-16LE with a BOM and CRLF
+    (GARV-k/T2ICount in tests/fixtures/corpus_fresh); a UTF-8 BOM (theroyallab/tabbyAPI) is read too."""
+    from envkit.safeio import read_text
+
+    path = tmp_path / "environment.yml"
+    path.write_bytes("name: x\r\ndependencies: [numpy]\r\n".encode("utf-16"))
+    assert read_text(path).replace("\r\n", "\n") == "name: x\ndependencies: [numpy]\n"
+    path.write_bytes(b"\xef\xbb\xbfname: y\n")
+    assert read_text(path) == "name: y\n"
+
+
+def test_bytes_that_only_start_like_utf16_are_still_refused(tmp_path: Path) -> None:
+    """A UTF-16 BOM followed by bytes that decode to CJK noise (a damaged file) is not taken as text."""
+    from envkit.safeio import read_text
+
+    path = tmp_path / "environment.yml"
+    for junk in (b"\xff\xfe\x00bad", b"\xff\xfe\x00\xd8"):  # noise; an unpaired surrogate
+        path.write_bytes(junk)
+        with pytest.raises(InputError, match="UTF-16"):
+            read_text(path)

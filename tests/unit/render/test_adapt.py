@@ -668,3 +668,25 @@ def test_an_unknown_option_after_a_requirement_is_still_an_error() -> None:
     with pytest.raises(RenderError, match="--frobnicate is not a pip option"):
         parse_pip_line("six --frobnicate 1")
     assert parse_pip_line("six --hash=sha256:" + "a" * 64).ignored == ""
+
+
+@pytest.mark.parametrize("machine", ["a10", "gtx_535_104"])
+def test_a_cpu_torch_beside_jax_on_the_gpu_stays_on_the_cpu_with_their_cuda_packages(machine: str) -> None:
+    rendered = _from("cpu_torch_beside_jax_gpu.yml", machine)
+    assert rendered.selection.cuda is None and rendered.selection.torch == "1.13.0"
+    deps = rendered.envfile.dependencies
+    # the CUDA packages belong to jax/tensorflow here: kept with their pins, and NVIDIA's channel with them
+    assert "cudatoolkit=11.3" in deps and any(d.endswith("cuda-nvcc=11.3") for d in deps)
+    assert "jaxlib=0.3.15=*cuda*" in deps and "nvidia" in rendered.envfile.channels
+    assert any(c.startswith("torch stays a CPU build, as the file asks (pytorch-cpu)") for c in rendered.changes)
+
+
+def test_a_pip_option_split_from_its_value_is_named_with_the_one_item_form() -> None:
+    err = _refusal("pip_option_split_over_two_items.yml", "a10")
+    assert "--extra-index-url has no value on its line" in err.message
+    assert err.hint == "write the option and its value as one item: - --extra-index-url URL"
+
+
+def test_a_requirements_file_with_a_utf8_bom_reads_its_first_line() -> None:
+    rendered = _from("requirements_with_bom.txt", "a10")
+    assert rendered.selection.torch == "2.6.0" and "numpy" in rendered.envfile.pip
