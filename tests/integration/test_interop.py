@@ -383,3 +383,43 @@ def test_lock_pins_wheels_from_a_credentialed_index_and_names_what_it_cannot(
         assert code == 1 and not strict.exists()
         assert "osx-arm64: pip line 'linuxonly' cannot be locked" in err and "without --strict" in err
         assert st.password not in err and secret_b64 not in err
+
+
+def rattler_records(path: Path) -> list:  # type: ignore[type-arg]
+    """The lock as rattler (the reader pixi uses) reads it: the reader of record for envkit's locks."""
+    rattler = pytest.importorskip("rattler")
+    env = rattler.LockFile.from_path(str(path)).default_environment()
+    return [r for plat in env.platforms() for r in env.conda_repodata_records_for_platform(plat) or []]
+
+
+def test_rattler_reads_every_v6_lock_of_a_file_channel(capsys: pytest.CaptureFixture[str], testbed,  # noqa: ANN001
+                                                      isolated: Path, tmp_path: Path) -> None:
+    """rattler derives channel and subdir from an http(s) URL only: a file:// channel's entries carry both
+    (or rattler refuses the file: `missing field/fields 'subdir'`), in all three v6 locks envkit writes."""
+    local = testbed.url("conda-forge")
+    assert local.startswith("file://")
+    code, _o, err = run_cli(capsys, "create", "loc", "--spec", "minimal", *GPU, "--python", PY, "--channel", local,
+                            "--no-verify", "-q")
+    assert code == 0, err
+    exported = tmp_path / "export.lock"
+    assert run_cli(capsys, "export", "loc", "--format", "lock", "-o", str(exported))[0] == 0
+    env = tmp_path / "environment.yml"
+    env.write_text(f"name: loc\nchannels: [{local}]\ndependencies: [python={PY}, pytorch=2.13.0=*cuda*, "
+                   "cuda-version=13.0]\n")
+    solved = tmp_path / "solved.lock"
+    code, _o, err = run_cli(capsys, "lock", "--file", str(env), "--no-adapt", "--platform", "linux-64", *GPU,
+                            "-o", str(solved))
+    assert code == 0, err
+    bundle = tmp_path / "bundle"
+    code, _o, err = run_cli(capsys, "bundle", "--lock", str(exported), "-o", str(bundle))
+    assert code == 0, err
+    for lock in (exported, solved, bundle / "source.lock"):
+        assert lock.read_text().startswith("version: 6\n"), lock
+        records = rattler_records(lock)
+        assert {r.name.normalized for r in records} >= {"python", "pytorch", "cuda-version"}, lock
+        for record in records:
+            assert record.channel == local.rstrip("/") + "/", (lock, record)
+            assert record.subdir == record.url.rsplit("/", 2)[1] and record.subdir in ("linux-64", "noarch")
+    code, _o, err = run_cli(capsys, "create", "again", "--lock", str(exported), "--no-verify", "-q")
+    assert code == 0, err  # envkit reads what rattler reads
+    assert torch_build(isolated / "envs" / "again") == torch_build(isolated / "envs" / "loc")
