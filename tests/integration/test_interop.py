@@ -423,3 +423,33 @@ def test_rattler_reads_every_v6_lock_of_a_file_channel(capsys: pytest.CaptureFix
     code, _o, err = run_cli(capsys, "create", "again", "--lock", str(exported), "--no-verify", "-q")
     assert code == 0, err  # envkit reads what rattler reads
     assert torch_build(isolated / "envs" / "again") == torch_build(isolated / "envs" / "loc")
+
+
+@pytest.mark.parametrize("fmt", ["lock", "explicit"])
+def test_a_lock_refused_by_an_external_engine_prints_fixes_that_work(
+        capsys: pytest.CaptureFixture[str], testbed, isolated: Path, tmp_path: Path,  # noqa: ANN001
+        fmt: str) -> None:
+    """`create --lock F --engine conda`: plain conda reads a lock as a spec list (an empty env), so the fix
+    names envkit's own command (run here as printed) and, for conda, conda-lockfiles' env spec."""
+    import shlex
+
+    code, _o, err = run_cli(capsys, "create", "loc", "--spec", "minimal", *GPU, "--python", PY, "--channel",
+                            testbed.url("conda-forge"), "--no-verify", "-q")
+    assert code == 0, err
+    shared = tmp_path / f"team.{fmt}"
+    assert run_cli(capsys, "export", "loc", "--format", fmt, "-o", str(shared))[0] == 0
+    flag = "--lock" if fmt == "lock" else "--file"
+    code, _o, err = run_cli(capsys, "create", "copy", flag, str(shared), "--engine", "conda", "--no-verify")
+    assert code == 2 and f"is installed by the embedded engine, not --engine conda" in err, err
+    fix = " ".join(err.split())  # the fix may wrap
+    prefix = isolated / "envs" / "copy"
+    if fmt == "lock":
+        assert (f"conda install -n base conda-lockfiles, then conda env create -p {prefix} --file {shared} "
+                "--env-spec rattler-lock-v6") in fix
+    else:
+        assert f"with plain conda, the conda packages only: conda create -p {prefix} --file {shared}" in fix
+    ours = re.search(r"drop --engine: (envkit create \S+ --\w+ \S+)", fix)
+    assert ours, fix
+    code, _o, err = run_cli(capsys, *shlex.split(ours.group(1))[1:], "--no-verify", "-q")
+    assert code == 0, err  # the envkit command works as printed
+    assert torch_build(prefix) == torch_build(isolated / "envs" / "loc")
