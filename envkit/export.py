@@ -16,7 +16,7 @@ from typing import Any
 
 from envkit.compat.builds import marks_cuda
 from envkit.config import load_file_config
-from envkit.errors import ExportError, InputError
+from envkit.errors import ExportError, InputError, MirrorError
 from envkit.lock.file import PYPI_SIMPLE, Lock, LockedConda, LockedPlatform, LockedPypi, render_lock
 from envkit.prefix import records as prefix_records
 from envkit.prefix.history import requested_specs
@@ -189,6 +189,75 @@ def _pip_entry(dist: Path, name: str, version: str) -> PipPackage:
     return PipPackage(name, version, f"{name}=={version}", index)
 
 
+@dataclass(frozen=True)
+class PipIndexes:
+    """The pip indexes an env was made with, as its kept environment.yml names them (credentials stripped),
+    less the --mirror's PyPI: that is the mirror standing in for PyPI, applied again at install time."""
+
+    index_url: str | None = None  # a private --index-url: stays --index-url in the export
+    extra: tuple[str, ...] = ()
+    mirror_pypi: str | None = None  # the create's --mirror PyPI index (never exported)
+    stripped: bool = False  # credentials were removed from an index line
+
+    def lines(self) -> list[str]:
+        return ([f"--index-url {self.index_url}"] if self.index_url else []) + [
+            f"--extra-index-url {url}" for url in self.extra]
+
+    def canonical(self, url: str, name: str) -> str:
+        """A wheel URL the create's mirror served -> PyPI's project page (pip installs `name==version` from
+        it, with the sha256 kept, so another mirror or PyPI itself serves the same file)."""
+        if self.mirror_pypi and url.startswith(self.mirror_pypi.rstrip("/") + "/"):
+            return f"{PYPI_SIMPLE}/{_normalize(name)}/"
+        return url
+
+
+def _normalize(name: str) -> str:
+    """PEP 503 project name normalization (the simple index's page name)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def env_pip_indexes(prefix: Path, config: dict[str, Any] | None = None) -> PipIndexes:
+    """The env's own pip index lines (kept environment.yml) and the PyPI of the mirror it was made through
+    (create.json `mirror`). An env made by conda has neither: PyPI (pip's default) is assumed."""
+    from envkit.engines.pip import index_options
+    from envkit.render.mirrors import resolve
+
+    mirror_pypi = None
+    selected: set[str] = set()  # the selection's PyTorch index (maybe a mirror of it): +cuXYZ wheels name it
+    try:
+        made = prefix_records.read_meta(prefix, prefix_records.CREATE_FILE) if prefix_records.made_by_envkit(
+            prefix) else {}
+        made = made if isinstance(made, dict) else {}
+        selection = made.get("selection") if isinstance(made.get("selection"), dict) else {}
+        if selection.get("pip_index_url"):
+            selected.add(_clean(str(selection["pip_index_url"])).rstrip("/"))
+        mirror = resolve(str(made["mirror"]), config) if made.get("mirror") else None
+        mirror_pypi = _clean(mirror.pypi) if mirror is not None and mirror.pypi else None
+    except (InputError, MirrorError):  # unreadable create.json, or a profile the config no longer has
+        mirror_pypi = None
+    lines: list[str] = []
+    try:
+        data = prefix_records.read_kept_env_file(prefix)
+        for dep in (data.get("dependencies") or []) if isinstance(data, dict) else []:
+            if isinstance(dep, dict) and isinstance(dep.get("pip"), list):
+                lines += [str(line) for line in dep["pip"]]
+    except InputError:
+        lines = []
+    index_url, extra, stripped = None, [], False
+    for option, raw in index_options(lines):
+        url, had = strip_credentials(raw)
+        stripped = stripped or had
+        if mirror_pypi and url.rstrip("/") == mirror_pypi.rstrip("/"):
+            continue  # the mirror's PyPI: PyPI in the export
+        if url.rstrip("/") == PYPI_SIMPLE or url.rstrip("/") in selected:
+            continue  # pip's default; the PyTorch index (written canonically for the +cuXYZ wheels)
+        if option == "--index-url":
+            index_url = url
+        elif url not in extra:
+            extra.append(url)
+    return PipIndexes(index_url, tuple(extra), mirror_pypi, stripped)
+
+
 def _channel_order(prefix: Path, records: list[CondaRecord], config: dict[str, Any] | None) -> list[str]:
     """The env file's channel order when envkit kept one; otherwise most-used first."""
     counts = Counter(r.channel for r in records if r.channel)
@@ -220,10 +289,21 @@ def _recreatable(pips: list[PipPackage], strict: bool, warnings: list[str]) -> l
     return kept
 
 
-def _pip_lines(pips: list[PipPackage], strict: bool) -> tuple[list[str], list[str]]:
+def _pip_lines(pips: list[PipPackage], strict: bool,
+               indexes: PipIndexes | None = None) -> tuple[list[str], list[str]]:
+    """The pip section: the env's own index lines first, each as the same kind of line it was (a private
+    --index-url stays --index-url: as an extra index, a public package of the same name could win, pip's
+    "Dependency Confusion" note under --extra-index-url), then the +cuXYZ wheels' PyTorch index, then
+    the packages."""
     warnings: list[str] = []
-    lines = [f"--extra-index-url {index}" for index in sorted({p.index for p in pips if p.index})]
+    indexes = indexes or PipIndexes()
+    lines = indexes.lines() if pips else []
+    lines += [f"--extra-index-url {index}" for index in sorted({p.index for p in pips if p.index})
+              if index not in indexes.extra]
     lines += [str(pkg.requirement) for pkg in _recreatable(pips, strict, warnings)]
+    if pips and indexes.stripped:
+        warnings.append("the pip index lines are written without their credentials: give them to pip on the "
+                        "machine that installs (PIP_INDEX_URL / PIP_EXTRA_INDEX_URL, keyring or ~/.netrc)")
     return lines, warnings
 
 
@@ -254,8 +334,9 @@ def export_yaml(prefix: Path, *, name: str | None = None, from_history: bool = F
         deps = sorted(pinned(r) for r in used)
     channels = [c for c in _channel_order(prefix, records, config) if any(r.channel == c for r in used)]
     pip: list[str] = []
+    indexes = env_pip_indexes(prefix, config)
     if not no_pip:
-        pip, pip_warnings = _pip_lines(read_pip(prefix, records), strict)
+        pip, pip_warnings = _pip_lines(read_pip(prefix, records), strict, indexes)
         warnings += pip_warnings
         if pip and "pip" not in {d.split("=")[0] for d in deps} and "pip" in by_name:
             deps.append(f"pip={by_name['pip'].version}")
@@ -264,6 +345,9 @@ def export_yaml(prefix: Path, *, name: str | None = None, from_history: bool = F
     env_name = name or prefix.name
     header = ["Exported by envkit: portable (no prefix, no build strings, canonical channels).",
               "Recreate with: envkit create NAME --file THIS_FILE --no-adapt (or conda env create -f THIS_FILE)"]
+    if indexes.index_url and any(line.startswith("--index-url ") for line in pip):
+        header.append(f"pip installs from the env's private index only (--index-url {indexes.index_url}, as it was "
+                      "made; not PyPI){': credentials removed, give them to pip' if indexes.stripped else ''}.")
     if any(d.endswith("=" + CUDA_SELECTOR) for d in deps):
         header.append("CUDA builds keep a *cuda* selector: a solver without __cuda (no GPU: CI, Docker, login node) "
                       "fails instead of installing CPU builds; there set CONDA_OVERRIDE_CUDA=X.Y for the target GPU.")
@@ -298,7 +382,7 @@ def explicit_line(record: CondaRecord, hash_kind: str = "sha256") -> str:
 
 def _extras(prefix: Path, records: list[CondaRecord], strict: bool) -> tuple[list[str], tuple[tuple[str, str], ...],
                                                                                list[str]]:
-    pip, warnings = _pip_lines(read_pip(prefix, records), strict)
+    pip, warnings = _pip_lines(read_pip(prefix, records), strict, env_pip_indexes(prefix, load_file_config().data))
     return pip, read_variables(prefix), warnings
 
 
@@ -397,22 +481,25 @@ def locked_pypi(prefix: Path, records: list[CondaRecord],
     else the direct/VCS URL, else the index's project page (installed as name==version from `indexes`)."""
     report = _pip_report(prefix)
     entries: list[LockedPypi] = []
-    indexes: list[str] = []
+    env_indexes = env_pip_indexes(prefix, load_file_config().data)
+    # rattler-lock `indexes`: the first is the index (pixi's index-url), the rest extra ones
+    indexes: list[str] = [env_indexes.index_url or PYPI_SIMPLE, *env_indexes.extra]
     warnings: list[str] = []
     for pkg in _recreatable(read_pip(prefix, records), strict, warnings):
         assert pkg.requirement is not None  # _recreatable kept only those
         if pkg.index and pkg.index not in indexes:
             indexes.append(pkg.index)
         url, digest = report.get(pkg.name.lower(), ("", None))
+        url = env_indexes.canonical(url, pkg.name)  # a wheel the create's mirror served: PyPI's page
         if not url:
             if pkg.requirement.startswith(f"{pkg.name} @ "):
                 url = pkg.requirement.split(" @ ", 1)[1]
             elif "+" in pkg.requirement.split(":", 1)[0]:
                 url = pkg.requirement
             else:
-                url = f"{(pkg.index or 'https://pypi.org/simple').rstrip('/')}/{pkg.name.lower()}/"
+                url = f"{(pkg.index or env_indexes.index_url or PYPI_SIMPLE).rstrip('/')}/{_normalize(pkg.name)}/"
         entries.append(LockedPypi(pkg.name, pkg.version, url, digest))
-    return entries, indexes, warnings
+    return entries, (indexes if entries else []), warnings
 
 
 def export_lock(prefix: Path, config: dict[str, Any] | None = None, *, version: int = 6, strict: bool = False,
@@ -439,8 +526,6 @@ def export_lock(prefix: Path, config: dict[str, Any] | None = None, *, version: 
     warnings: list[str] = []
     if not no_pip:
         pypi, indexes, warnings = locked_pypi(prefix, records, strict)
-        if pypi:
-            indexes.insert(0, PYPI_SIMPLE)
     lock = Lock(channels=channels, platforms=(LockedPlatform(subdir, tuple(conda), tuple(pypi)),),
                 indexes=tuple(dict.fromkeys(indexes)), variables=read_variables(prefix))
     return Exported(redact(render_lock(lock, version)), tuple(warnings))

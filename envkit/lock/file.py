@@ -471,7 +471,8 @@ _INDEX_FILE_HOSTS = {"pypi.org": "files.pythonhosted.org"}  # where PyPI's index
 def pip_lines(lock: Lock, entry: LockedPlatform) -> tuple[str, ...]:
     """The pip requirement lines that install a platform's PyPI entries. A file served by one of the
     lock's indexes installs as `name==version` (so a --mirror's PyPI can serve it); any other file URL
-    as `name @ URL`, a VCS URL as itself. PyPI itself is pip's default index and is not repeated.
+    as `name @ URL`, a VCS URL as itself. The first index is pip's --index-url, the others extra ones;
+    PyPI itself is pip's default index and is not repeated.
 
     When every entry carries its sha256 (envkit's and pixi's locks do), each line gets `--hash=sha256:`,
     which puts pip in hash-checking mode: a file that differs from the one locked is refused, whatever
@@ -484,8 +485,10 @@ def pip_lines(lock: Lock, entry: LockedPlatform) -> tuple[str, ...]:
     for index in lock.indexes:
         host = urlsplit(index).hostname or ""
         hosts |= {host, _INDEX_FILE_HOSTS.get(host, host)}
-    indexes = [i for i in lock.indexes if i.rstrip("/") != PYPI_SIMPLE]
-    lines = [f"--extra-index-url {index}" for index in indexes]
+    # the first index is the index (pixi writes `indexes: [index-url, extra...]`): a private one stays
+    # --index-url, so no public package of the same name can win (pip's dependency-confusion warning)
+    lines = [f"--index-url {lock.indexes[0]}"] if lock.indexes and lock.indexes[0].rstrip("/") != PYPI_SIMPLE else []
+    lines += [f"--extra-index-url {index}" for index in lock.indexes[1:] if index.rstrip("/") != PYPI_SIMPLE]
     for pkg in entry.pypi:
         if "+" in urlsplit(pkg.url).scheme or (pkg.is_direct and urlsplit(pkg.url).hostname not in hosts):
             line = pkg.requirement()
