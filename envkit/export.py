@@ -197,7 +197,6 @@ class PipIndexes:
     index_url: str | None = None  # a private --index-url: stays --index-url in the export
     extra: tuple[str, ...] = ()
     mirror_pypi: str | None = None  # the create's --mirror PyPI index (never exported)
-    stripped: bool = False  # credentials were removed from an index line
 
     def lines(self) -> list[str]:
         return ([f"--index-url {self.index_url}"] if self.index_url else []) + [
@@ -243,10 +242,9 @@ def env_pip_indexes(prefix: Path, config: dict[str, Any] | None = None) -> PipIn
                 lines += [str(line) for line in dep["pip"]]
     except InputError:
         lines = []
-    index_url, extra, stripped = None, [], False
+    index_url, extra = None, []
     for option, raw in index_options(lines):
-        url, had = strip_credentials(raw)
-        stripped = stripped or had
+        url = strip_credentials(raw)[0]  # the kept file has none; an older one might
         if mirror_pypi and url.rstrip("/") == mirror_pypi.rstrip("/"):
             continue  # the mirror's PyPI: PyPI in the export
         if url.rstrip("/") == PYPI_SIMPLE or url.rstrip("/") in selected:
@@ -255,7 +253,7 @@ def env_pip_indexes(prefix: Path, config: dict[str, Any] | None = None) -> PipIn
             index_url = url
         elif url not in extra:
             extra.append(url)
-    return PipIndexes(index_url, tuple(extra), mirror_pypi, stripped)
+    return PipIndexes(index_url, tuple(extra), mirror_pypi)
 
 
 def _channel_order(prefix: Path, records: list[CondaRecord], config: dict[str, Any] | None) -> list[str]:
@@ -301,9 +299,10 @@ def _pip_lines(pips: list[PipPackage], strict: bool,
     lines += [f"--extra-index-url {index}" for index in sorted({p.index for p in pips if p.index})
               if index not in indexes.extra]
     lines += [str(pkg.requirement) for pkg in _recreatable(pips, strict, warnings)]
-    if pips and indexes.stripped:
-        warnings.append("the pip index lines are written without their credentials: give them to pip on the "
-                        "machine that installs (PIP_INDEX_URL / PIP_EXTRA_INDEX_URL, keyring or ~/.netrc)")
+    if pips and (indexes.index_url or indexes.extra):
+        warnings.append(f"kept the env's pip index ({', '.join(indexes.lines())}), written without credentials "
+                        "(envkit never keeps them): where it needs them, give them to pip on the machine that "
+                        "installs (PIP_INDEX_URL / PIP_EXTRA_INDEX_URL, keyring or ~/.netrc)")
     return lines, warnings
 
 
@@ -347,7 +346,7 @@ def export_yaml(prefix: Path, *, name: str | None = None, from_history: bool = F
               "Recreate with: envkit create NAME --file THIS_FILE --no-adapt (or conda env create -f THIS_FILE)"]
     if indexes.index_url and any(line.startswith("--index-url ") for line in pip):
         header.append(f"pip installs from the env's private index only (--index-url {indexes.index_url}, as it was "
-                      "made; not PyPI){': credentials removed, give them to pip' if indexes.stripped else ''}.")
+                      "made; not PyPI); no credentials are written here: give them to pip (PIP_INDEX_URL, keyring).")
     if any(d.endswith("=" + CUDA_SELECTOR) for d in deps):
         header.append("CUDA builds keep a *cuda* selector: a solver without __cuda (no GPU: CI, Docker, login node) "
                       "fails instead of installing CPU builds; there set CONDA_OVERRIDE_CUDA=X.Y for the target GPU.")

@@ -455,3 +455,63 @@ def test_a_lock_refused_by_an_external_engine_prints_fixes_that_work(
     code, _o, err = run_cli(capsys, *shlex.split(ours.group(1))[1:], "--no-verify", "-q")
     assert code == 0, err  # the envkit command works as printed
     assert torch_build(prefix) == torch_build(isolated / "envs" / "loc")
+
+
+def test_a_lock_of_a_mirrored_env_installs_through_another_mirror(
+        capsys: pytest.CaptureFixture[str], testbed, isolated: Path, tmp_path: Path,  # noqa: ANN001
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every URL in a lock or explicit file is canonical: with the mirror the env was made through stopped,
+    a teammate behind another mirror installs both (conda and PyPI parts) with `--mirror OTHER`."""
+    with ChannelServer(testbed.root) as first:
+        code, _o, err = run_cli(capsys, "create", "src", "--spec", "dl_train", *GPU, "--python", PY, "--mirror",
+                                first.url, "--no-verify", "-q")
+        assert code == 0, err
+        lock, explicit = tmp_path / "team.lock", tmp_path / "team.txt"
+        assert run_cli(capsys, "export", "src", "--format", "lock", "-o", str(lock))[0] == 0
+        assert run_cli(capsys, "export", "src", "--format", "explicit", "-o", str(explicit))[0] == 0
+        gone = first.url
+    for shared in (lock, explicit, tmp_path / "team.txt.envkit.yml"):
+        assert gone.split("://")[1] not in shared.read_text(), shared  # no URL of the first mirror anywhere
+    gpu_less(monkeypatch)
+    with ChannelServer(testbed.root) as other:
+        assert other.url != gone
+        for name, args in (("bylock", ["--lock", str(lock)]), ("byfile", ["--file", str(explicit)])):
+            code, _o, err = run_cli(capsys, "create", name, *args, "--mirror", other.url, "--no-verify", "-q")
+            assert code == 0, err
+            assert builds(isolated / "envs" / name) == builds(isolated / "envs" / "src")
+            assert {"transformers", "datasets"} <= pip_names(isolated / "envs" / name)
+
+
+def test_a_private_index_stays_the_index_in_every_export(capsys: pytest.CaptureFixture[str], testbed,  # noqa: ANN001
+                                                        isolated: Path, tmp_path: Path) -> None:
+    """An env whose pip section came from a private --index-url exports it as --index-url (an extra index
+    would let a public package of the same name win), without its credentials and with a note."""
+    from testbed.pipindex import build_wheel, write_simple_index
+
+    write_simple_index(tmp_path / "private" / "simple", [build_wheel(tmp_path / "wheels", "corp-utils", "1.2.0")])
+    with ChannelServer(tmp_path / "private") as private:
+        st = private.state
+        st.auth = "basic"
+        host = private.url.split("://")[1]
+        env = tmp_path / "environment.yml"
+        env.write_text(yaml.safe_dump({"name": "corp", "channels": [testbed.url("conda-forge")], "dependencies": [
+            f"python={PY}", "pip", {"pip": [f"--index-url http://{st.user}:{st.password}@{host}/simple",
+                                            "corp-utils"]}]}))
+        code, _o, err = run_cli(capsys, "create", "corp", "--file", str(env), "--no-adapt", "--no-verify", "-q")
+        assert code == 0, err
+        code, out, err = run_cli(capsys, "export", "corp")
+        assert code == 0, err
+        pip = next(d["pip"] for d in yaml.safe_load(out)["dependencies"] if isinstance(d, dict))
+        assert pip == [f"--index-url http://{host}/simple", "corp-utils==1.2.0"]
+        assert f"kept the env's pip index (--index-url http://{host}/simple), written without credentials" in err
+        assert "PIP_INDEX_URL" in err
+        assert f"private index only (--index-url http://{host}/simple" in out
+        code, out, err = run_cli(capsys, "export", "corp", "--format", "lock")
+        assert code == 0, err
+        assert yaml.safe_load(out)["environments"]["default"]["indexes"] == [f"http://{host}/simple"]
+        for text in (out, err):
+            assert st.password not in text and f"{st.user}:" not in text
+        from envkit.lock.file import current_platform, parse_lock, pip_lines
+
+        locked = parse_lock(out)
+        assert pip_lines(locked, locked.platform(current_platform()))[0] == f"--index-url http://{host}/simple"
