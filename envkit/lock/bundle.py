@@ -163,6 +163,7 @@ def write_bundle(out: Path, lock: Lock, *, name: str, selection: dict[str, Any] 
                  on_step: Callable[[str], None] | None = None) -> Bundle:
     """A Lock (envkit.lock.file) -> a bundle folder; written beside `out` and renamed into place."""
     start = time.perf_counter()
+    out = out.absolute()  # `-o DIR` relative: the staging folder and every archive path inside it agree
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise BundleError(f"{out} exists and is not empty; envkit will not write into it",
                           "choose another -o folder (or remove it first)")

@@ -108,17 +108,19 @@ def test_fleet_create_stages_the_bundle_through_the_local_launcher(capsys: pytes
 
 
 def test_bundle_a_file_without_a_name_and_an_env_or_lock_through_a_mirror(
-        capsys: pytest.CaptureFixture[str], testbed: TestBed, isolated: Path, tmp_path: Path) -> None:
-    """`bundle --file env.yml -o DIR` takes NAME from the file; `bundle NAME --mirror M` and `bundle --lock F
-    --mirror M` fetch the conda and the pip parts through M: no request reaches PyPI or conda.anaconda.org
-    (the namespace has no network: they could only fail)."""
+        capsys: pytest.CaptureFixture[str], testbed: TestBed, isolated: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`bundle --file env.yml -o DIR` takes NAME from the file (DIR relative, as typed); `bundle NAME --mirror
+    M` and `bundle --lock F --mirror M` fetch the conda and the pip parts through M: no request reaches PyPI
+    or conda.anaconda.org (the namespace has no network: they could only fail)."""
+    monkeypatch.chdir(tmp_path)
     env = tmp_path / "team-env.yml"
     with ChannelServer(testbed.root) as srv:
         env.write_text(f"name: teamname\nchannels: [{srv.url}/conda-forge]\n"
                        f"dependencies: [python={PY}, pip, {{pip: [--index-url {srv.url}/pypi/simple, transformers]}}]\n")
-        code, out, err = run_cli(capsys, "bundle", "--file", str(env), "--no-adapt", "-o", str(tmp_path / "b1"))
+        code, out, err = run_cli(capsys, "bundle", "--file", str(env), "--no-adapt", "-o", "b1")
         assert code == 0, err
-        assert "envkit create teamname --bundle" in out
+        assert "envkit create teamname --bundle" in out and (tmp_path / "b1" / "bundle.json").is_file()
         code, _o, err = run_cli(capsys, "create", "src", "--spec", "dl_train", "--cuda", "13.0", "--python", PY,
                                 "--mirror", srv.url, "--no-verify", "-q")
         assert code == 0, err
