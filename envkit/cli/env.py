@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from envkit.cli.options import EPILOG, Selectors, check_timeout, from_config, selection_options
+from envkit.cli.options import EPILOG, Selectors, check_timeout, from_config, lock_version_option, selection_options
 from envkit.cli.shell import forget_kernels, with_kernel
 from envkit.errors import ExitCode
 
@@ -261,8 +261,7 @@ def _exit_for_verify(result: CreateResult, require_gpu: bool) -> None:
               "pip and variables of an explicit file without -o).")
 @click.option("--hash", "hash_kind", type=click.Choice(["sha256", "md5"]), default="sha256", show_default=True,
               help="explicit: URL#<sha256> (conda >= 23) or URL#<md5> (any conda, conda-lock).")
-@click.option("--lock-version", type=click.Choice(["6", "7"]), default="6", show_default=True,
-              help="lock: rattler-lock 6 (pixi, conda-lockfiles) or 7 (py-rattler 0.28).")
+@lock_version_option("lock: ")
 @click.option("--platform", "platforms", multiple=True, metavar="SUBDIR",
               help="lock: solve the env's requested specs for these platforms (repeatable; see `envkit lock`).")
 @click.option("--mirror", default=None, envvar="ENVKIT_MIRROR",
