@@ -8,6 +8,7 @@ URLs mapped back to canonical channels, credentials stripped, pip packages kept 
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from envkit.render.mirrors import canonical_channel, canonical_urls, strip_crede
 from envkit.safeio import load_json, load_yaml, read_bytes, read_text
 from envkit.secrets import redact
 
-FORMATS = ("yaml", "explicit", "lock")
+FORMATS = ("yaml", "explicit", "lock", "pylock")
 PYTORCH_INDEX = "https://download.pytorch.org/whl"
 _LOCAL_VERSION = re.compile(r"\+(cu\d+|cpu|rocm[\d.]+)$")
 
@@ -530,6 +531,77 @@ def export_lock(prefix: Path, config: dict[str, Any] | None = None, *, version: 
     return Exported(redact(render_lock(lock, version)), tuple(warnings))
 
 
+# PEP 751 (pylock.toml, packaging.python.org "pylock.toml specification"): `lock-version = "1.0"`,
+# `created-by`, one `[[packages]]` per distribution with `name`, `version`, `index` and exactly one source:
+# `[[packages.wheels]]` / `[packages.sdist]` (`url` + `hashes`, required) or `[packages.vcs]` (`type`, `url`,
+# `commit-id`); tools keep their own data under `[tool.<name>]`. The file is named pylock.toml or
+# pylock.<name>.toml (the spec's file-name rule; `uv pip install -r` recognises it by that name).
+PYLOCK_VERSION = "1.0"
+PYLOCK_NAME = re.compile(r"^pylock\.([^.]+\.)?toml$")
+_VCS_REQ = re.compile(r"^(?P<type>git|hg|svn|bzr)\+(?P<url>.+)@(?P<commit>[0-9A-Za-z._-]+)$")
+
+
+def _toml(value: str) -> str:
+    """A TOML basic string: JSON's string escapes (backslash, quote, newline, u-hex) are TOML's too."""
+    return json.dumps(value)
+
+
+def export_pylock(prefix: Path, config: dict[str, Any] | None = None, *, strict: bool = False,
+                  conda_lock: str = "envkit.lock", no_pip: bool = False) -> Exported:
+    """The env's pip packages as a PEP 751 pylock.toml: each with the file create installed (URL + sha256,
+    from pip's report) or its VCS commit, and the index; `[tool.envkit]` names the conda lock it belongs
+    with (conda packages and variables are not pip's: `envkit export NAME --format lock`). A wheel a
+    --mirror served is named at that mirror (PEP 751 needs a file URL; the lock names PyPI's page)."""
+    if no_pip:
+        raise ExportError("--no-pip leaves nothing for a pylock.toml (it holds the pip packages only)",
+                          "drop --no-pip, or use --format lock for the conda part")
+    records = read_records(prefix, config)
+    indexes = env_pip_indexes(prefix, config)
+    report = _pip_report(prefix)
+    warnings: list[str] = []
+    python = next((r.version for r in records if r.name == "python"), "")
+    lines = [f"lock-version = {_toml(PYLOCK_VERSION)}", f"created-by = {_toml('envkit')}"]
+    if python:
+        lines.append(f"requires-python = {_toml('==' + '.'.join(python.split('.')[:2]) + '.*')}")
+    count = 0
+    mirrored: list[str] = []
+    for pkg in _recreatable(read_pip(prefix, records), strict, warnings):
+        assert pkg.requirement is not None
+        url, sha = report.get(pkg.name.lower(), ("", None))
+        index = pkg.index or indexes.index_url or PYPI_SIMPLE
+        entry = ["", "[[packages]]", f"name = {_toml(_normalize(pkg.name))}", f"version = {_toml(pkg.version)}"]
+        vcs = _VCS_REQ.match(pkg.requirement)
+        if vcs:
+            entry += ["", "[packages.vcs]", f"type = {_toml(vcs.group('type'))}", f"url = {_toml(vcs.group('url'))}",
+                      f"commit-id = {_toml(vcs.group('commit'))}"]
+        elif url and sha and url.endswith(".whl"):
+            if indexes.canonical(url, pkg.name) != url:
+                mirrored.append(pkg.name)
+            entry.insert(4, f"index = {_toml(index)}")
+            entry += ["", "[[packages.wheels]]", f"url = {_toml(url)}", f"hashes = {{sha256 = {_toml(sha)}}}"]
+        elif url and sha and url.endswith((".tar.gz", ".zip")):
+            entry.insert(4, f"index = {_toml(index)}")
+            entry += ["", "[packages.sdist]", f"url = {_toml(url)}", f"hashes = {{sha256 = {_toml(sha)}}}"]
+        else:
+            why = f"{pkg.name} {pkg.version} has no recorded file and hash (pip installed it outside envkit)"
+            if strict:
+                raise ExportError(f"{why}: a pylock.toml needs both", "export --format lock (it pins name==version), "
+                                  "or recreate the env with envkit create so the files are recorded")
+            warnings.append(f"left out of pylock.toml: {why}; --format lock keeps it as name==version")
+            continue
+        lines += entry
+        count += 1
+    if not count:
+        warnings.append(f"{prefix.name} has no pip packages a pylock.toml can hold")
+    if mirrored:
+        warnings.append(f"pylock.toml names the wheels of {', '.join(mirrored)} at the mirror {prefix.name} was made "
+                        "through (PEP 751 needs a file URL); behind another mirror use --format lock, which names "
+                        "PyPI and takes --mirror at install")
+    lines += ["", "[tool.envkit]", f"conda-lock = {_toml(conda_lock)}", f"environment = {_toml(prefix.name)}",
+              f"note = {_toml(f'conda packages and variables: envkit export {prefix.name} --format lock -o {conda_lock}')}"]
+    return Exported("\n".join(lines) + "\n", tuple(warnings))
+
+
 def _int_or_none(value: Any) -> int | None:
     try:
         return int(value) if value is not None else None
@@ -545,4 +617,6 @@ def export_env(prefix: Path, *, fmt: str = "yaml", **kwargs: Any) -> Exported:
         return export_explicit(prefix, config, **kwargs)
     if fmt == "lock":
         return export_lock(prefix, config, **kwargs)
+    if fmt == "pylock":
+        return export_pylock(prefix, config, **kwargs)
     raise ExportError(f"unknown format {fmt!r}", f"use one of {', '.join(FORMATS)}")

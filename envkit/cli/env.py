@@ -252,8 +252,9 @@ def _exit_for_verify(result: CreateResult, require_gpu: bool) -> None:
 @click.option("--prefix", default=None, help="Export the environment at this path.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
               help="Write here (atomically) instead of stdout.")
-@click.option("--format", "fmt", type=click.Choice(["yaml", "explicit", "lock"]), default="yaml", show_default=True,
-              help="yaml: portable environment.yml; explicit: @EXPLICIT URLs with sha256; lock: rattler lock file.")
+@click.option("--format", "fmt", type=click.Choice(["yaml", "explicit", "lock", "pylock"]), default="yaml",
+              show_default=True, help="yaml: portable environment.yml; explicit: @EXPLICIT URLs with sha256; lock: "
+              "rattler lock file; pylock: PEP 751 pylock.toml of the pip packages (uv pip install -r pylock.toml).")
 @click.option("--from-history", is_flag=True, help="Only what was asked for, pinned to the installed versions.")
 @click.option("--no-pip", is_flag=True, help="Leave out the pip section.")
 @click.option("--name", "env_name", default=None, help="Name written into the file.")
@@ -298,6 +299,14 @@ def export(name: str | None, prefix: str | None, output: str | None, fmt: str, f
         kwargs.update(name=env_name, from_history=from_history)
     elif fmt == "explicit":
         kwargs.update(sidecar_name=sidecar_name, hash_kind=hash_kind)
+    elif fmt == "pylock":
+        from envkit.export import PYLOCK_NAME
+
+        if output and not PYLOCK_NAME.match(Path(output).name):
+            raise UsageError(f"{Path(output).name!r} is not a pylock file name: PEP 751 names it pylock.toml or "
+                             "pylock.NAME.toml (uv and pip recognise it by that name)",
+                             f"envkit export {name or ''} --format pylock -o "
+                             f"{Path(output).parent / 'pylock.toml'}")
     else:
         kwargs.update(version=int(lock_version))
     result = export_env(path, fmt=fmt, **kwargs)
