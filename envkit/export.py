@@ -21,7 +21,7 @@ from envkit.errors import ExportError, InputError, MirrorError
 from envkit.lock.file import PYPI_SIMPLE, Lock, LockedConda, LockedPlatform, LockedPypi, render_lock
 from envkit.prefix import records as prefix_records
 from envkit.prefix.history import requested_specs
-from envkit.render.envfile import EnvFile, check_pip_line, check_variables
+from envkit.render.envfile import EnvFile, check_pip_line, check_variables, for_conda_lock
 from envkit.render.mirrors import canonical_channel, canonical_urls, strip_credentials
 from envkit.safeio import load_json, load_yaml, read_bytes, read_text
 from envkit.secrets import redact
@@ -308,7 +308,7 @@ def _pip_lines(pips: list[PipPackage], strict: bool,
 
 
 def export_yaml(prefix: Path, *, name: str | None = None, from_history: bool = False, no_pip: bool = False,
-                strict: bool = False, config: dict[str, Any] | None = None) -> Exported:
+                strict: bool = False, config: dict[str, Any] | None = None, conda_lock: bool = False) -> Exported:
     records = read_records(prefix, config)
     warnings: list[str] = []
     by_name = {r.name: r for r in records}
@@ -352,6 +352,9 @@ def export_yaml(prefix: Path, *, name: str | None = None, from_history: bool = F
         header.append("CUDA builds keep a *cuda* selector: a solver without __cuda (no GPU: CI, Docker, login node) "
                       "fails instead of installing CPU builds; there set CONDA_OVERRIDE_CUDA=X.Y for the target GPU.")
     envfile = EnvFile(env_name, tuple(channels), tuple(deps), tuple(pip), variables, tuple(header))
+    if conda_lock:
+        envfile, notes = for_conda_lock(envfile)
+        warnings += list(notes)
     return Exported(envfile.render(), tuple(warnings))
 
 
