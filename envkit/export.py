@@ -228,7 +228,8 @@ def env_pip_indexes(prefix: Path, config: dict[str, Any] | None = None) -> PipIn
         made = prefix_records.read_meta(prefix, prefix_records.CREATE_FILE) if prefix_records.made_by_envkit(
             prefix) else {}
         made = made if isinstance(made, dict) else {}
-        selection = made.get("selection") if isinstance(made.get("selection"), dict) else {}
+        chosen = made.get("selection")
+        selection: dict[str, Any] = chosen if isinstance(chosen, dict) else {}
         if selection.get("pip_index_url"):
             selected.add(_clean(str(selection["pip_index_url"])).rstrip("/"))
         mirror = resolve(str(made["mirror"]), config) if made.get("mirror") else None
