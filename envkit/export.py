@@ -14,6 +14,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from envkit.compat.builds import marks_cuda
 from envkit.config import load_file_config
@@ -205,8 +206,9 @@ class PipIndexes:
 
     def canonical(self, url: str, name: str) -> str:
         """A wheel URL the create's mirror served -> PyPI's project page (pip installs `name==version` from
-        it, with the sha256 kept, so another mirror or PyPI itself serves the same file)."""
-        if self.mirror_pypi and url.startswith(self.mirror_pypi.rstrip("/") + "/"):
+        it, with the sha256 kept, so another mirror or PyPI itself serves the same file). Matched by host:
+        a mirror's files need not sit under its /simple/ (tuna serves them from /packages/)."""
+        if self.mirror_pypi and "://" in url and urlsplit(url).netloc == urlsplit(self.mirror_pypi).netloc:
             return f"{PYPI_SIMPLE}/{_normalize(name)}/"
         return url
 

@@ -53,3 +53,15 @@ def test_pylock_of_an_env_pip_installed_outside_envkit(tmp_path: Path) -> None:
     assert "localpkg is an editable install" in said
     with pytest.raises(ExportError, match="editable install|a pylock.toml needs both"):
         export_pylock(prefix, strict=True)
+
+
+def test_a_wheel_the_mirror_served_is_named_at_pypi() -> None:
+    """Matched by the mirror's host: its files may live outside /simple/ (tuna: /packages/...)."""
+    from envkit.export import PipIndexes
+
+    indexes = PipIndexes(mirror_pypi="https://pypi.tuna.tsinghua.edu.cn/simple")
+    served = "https://pypi.tuna.tsinghua.edu.cn/packages/ab/cd/Foo_Bar-1.0-py3-none-any.whl"
+    assert indexes.canonical(served, "Foo_Bar") == "https://pypi.org/simple/foo-bar/"
+    other = "https://files.corp.example/foo_bar-1.0-py3-none-any.whl"
+    assert indexes.canonical(other, "Foo_Bar") == other  # not the mirror's: kept as it is
+    assert PipIndexes().canonical(served, "Foo_Bar") == served  # no mirror: nothing to map
