@@ -534,6 +534,11 @@ def export_lock(prefix: Path, config: dict[str, Any] | None = None, *, version: 
         pypi, indexes, warnings = locked_pypi(prefix, records, strict)
     lock = Lock(channels=channels, platforms=(LockedPlatform(subdir, tuple(conda), tuple(pypi)),),
                 indexes=tuple(dict.fromkeys(indexes)), variables=read_variables(prefix))
+    held = [f"{len(pypi)} PyPI entr{'y' if len(pypi) == 1 else 'ies'}"] if pypi else []
+    held += ["variables"] if lock.variables else []
+    if held:  # conda-lockfiles 0.2 installs the conda part and drops the rest with rc 0 (issue 22's audit)
+        warnings.append(f"the lock holds {' and '.join(held)}: envkit create --lock and pixi install them; "
+                        "conda + conda-lockfiles installs only the conda packages (README: who reads what)")
     return Exported(redact(render_lock(lock, version)), tuple(warnings))
 
 

@@ -88,6 +88,8 @@ def test_explicit_and_lock_bring_back_gpu_build_pip_and_variables(
     code, _o, err = run_cli(capsys, "export", "src", "--format", fmt, "-o", str(out))
     assert code == 0, err
     text = out.read_text()
+    # conda + conda-lockfiles installs a lock's conda part only: said when the lock holds more
+    assert ("conda + conda-lockfiles installs only the conda packages" in err) == (fmt == "lock")
     if fmt == "explicit":
         side = tmp_path / "team.explicit.envkit.yml"
         assert f"# envkit-sidecar: {side.name}" in text and side.is_file()
