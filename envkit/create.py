@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import json
 import re
+import shlex
 import shutil
 import tempfile
 from collections.abc import Callable, Sequence
@@ -29,7 +30,7 @@ from envkit.engines.base import (ENGINES, Built, CreateOptions, Engine, CreateRe
                                  write_meta, write_state)
 from envkit.engines.pip import pip_index_env
 from envkit.errors import EngineError, EnvExistsError, EnvkitError, UsageError
-from envkit.lock.file import Lock, LockedPlatform
+from envkit.lock.file import Lock, LockedPlatform, read_lock
 from envkit.models import Machine, Selection
 from envkit.plan import prepare, recreate_envfile, recreate_source
 from envkit.prefix import records
@@ -197,8 +198,9 @@ def _plan_job(opts: CreateOptions, timer: Timer) -> Job:
     locked: tuple[Lock, LockedPlatform] | None = None
     if recreate is not None:
         if opts.engine != "rattler":
-            raise UsageError("--lock and explicit files are installed by the embedded engine",
-                             "drop --engine, or give conda the file yourself: conda create -p PREFIX --file FILE")
+            raise UsageError(f"--{'lock' if recreate[1] == 'lock' else 'file'} of {recreate[0].name} is installed "
+                             f"by the embedded engine, not --engine {opts.engine}",
+                             external_recreate_fix(recreate[0], recreate[1], opts))
         with timer.phase("detect"):
             machine = detect(driver_version=opts.driver_version, compute_capabilities=opts.compute_capabilities,
                              cuda=opts.request.cuda)
@@ -219,6 +221,28 @@ def _plan_job(opts: CreateOptions, timer: Timer) -> Job:
                           "run on a GPU machine, or plan for one with --cuda X.Y")
     prefix = (opts.prefix.expanduser().absolute() if opts.prefix else default_prefix(opts.name))
     return Job(envfile, env_text, selection, machine, changes, recreate, prefix, locked)
+
+
+# conda-lockfiles (the conda plugin that reads rattler-lock v6: conda_lockfiles/rattler_lock/v6.py, FORMAT
+# "rattler-lock-v6") installs a lock's conda packages with `conda env create --file F --env-spec NAME`; plain
+# conda reads a lock as a list of specs and makes an empty env. It skips the PyPI entries and `variables:`.
+LOCKFILES_SPEC = "rattler-lock-v6"
+
+
+def external_recreate_fix(source: Path, kind: str, opts: CreateOptions) -> str:
+    """The command that works as printed for a lock or explicit file refused under --engine: envkit's own
+    (complete), and conda's (an explicit file is plain conda's format; a v6 lock needs conda-lockfiles)."""
+    target = shlex.quote(str(opts.prefix.expanduser().absolute() if opts.prefix else default_prefix(opts.name)))
+    file = shlex.quote(str(source))
+    ours = f"drop --engine: envkit create {shlex.quote(opts.name)} --{'lock' if kind == 'lock' else 'file'} {file}"
+    if kind != "lock":
+        return (f"{ours} (pip sidecar and variables included); or with plain conda, the conda packages only: "
+                f"conda create -p {target} --file {file}")
+    if read_lock(source).version != 6:
+        return f"{ours} (conda-lockfiles 0.2 reads rattler-lock v6 only; this lock is v7)"
+    return (f"{ours} (PyPI entries and variables included); or with conda, the conda packages only: "
+            f"conda install -n base conda-lockfiles, then conda env create -p {target} --file {file} "
+            f"--env-spec {LOCKFILES_SPEC}")
 
 
 def filesystem_error(exc: OSError, prefix: Path) -> EnvkitError:

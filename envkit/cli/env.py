@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from envkit.cli.options import EPILOG, Selectors, check_timeout, from_config, selection_options
+from envkit.cli.options import EPILOG, Selectors, check_timeout, from_config, lock_version_option, selection_options
 from envkit.cli.shell import forget_kernels, with_kernel
 from envkit.errors import ExitCode
 
@@ -89,6 +89,10 @@ def verify(name: str | None, prefix: str | None, python_exe: str | None, quick: 
     raise SystemExit(int(report.exit_code))
 
 
+CONDA_LOCK_HELP = ("Write the form conda-lock parses: pip index lines become its top-level pip-repositories: "
+                   "(conda env create ignores those; use the plain file for conda).")
+
+
 @click.command(epilog=EPILOG)
 @click.argument("spec", required=False)
 @click.option("--from", "from_file", type=click.Path(dir_okay=False), default=None,
@@ -100,9 +104,10 @@ def verify(name: str | None, prefix: str | None, python_exe: str | None, quick: 
 @click.option("--name", default=None, help="Environment name written into the file.")
 @click.option("--mirror", default=None, envvar="ENVKIT_MIRROR",
               help="Mirror profile (tuna, ustc, bfsu, sjtu, nju, aliyun, or one from the config) or a URL.")
+@click.option("--conda-lock", "conda_lock", is_flag=True, help=CONDA_LOCK_HELP)
 @selection_options
 def render(spec: str | None, from_file: str | None, spec_path: str | None, output: str | None, name: str | None,
-           mirror: str | None, *, selectors: Selectors) -> None:
+           mirror: str | None, conda_lock: bool, *, selectors: Selectors) -> None:
     """Render environment.yml for a named spec (default dl_train) on this machine, or adapt one (--from)."""
 
     from envkit.cli import output as out
@@ -119,6 +124,15 @@ def render(spec: str | None, from_file: str | None, spec_path: str | None, outpu
                         compute_capabilities=selectors.compute_capabilities, catalogue_mode=selectors.catalogue_mode())
     for change in result.changes:
         out.plain(f"changed: {change}", err=True)
+    if conda_lock:
+        from dataclasses import replace
+
+        from envkit.render.envfile import for_conda_lock
+
+        envfile, notes = for_conda_lock(result.envfile)
+        result = replace(result, text=envfile.render(), envfile=envfile)
+        for note in notes:
+            out.plain(f"note: {note}", err=True)
     if output and output != "-":  # `-o -` is stdout, as for lock and export (a file named - is ./-)
         atomic_write_text(Path(output), redact(result.text))  # a credential never reaches a file
         sel = result.selection
@@ -252,8 +266,9 @@ def _exit_for_verify(result: CreateResult, require_gpu: bool) -> None:
 @click.option("--prefix", default=None, help="Export the environment at this path.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
               help="Write here (atomically) instead of stdout.")
-@click.option("--format", "fmt", type=click.Choice(["yaml", "explicit", "lock"]), default="yaml", show_default=True,
-              help="yaml: portable environment.yml; explicit: @EXPLICIT URLs with sha256; lock: rattler lock file.")
+@click.option("--format", "fmt", type=click.Choice(["yaml", "explicit", "lock", "pylock"]), default="yaml",
+              show_default=True, help="yaml: portable environment.yml; explicit: @EXPLICIT URLs with sha256; lock: "
+              "rattler lock file; pylock: PEP 751 pylock.toml of the pip packages (uv pip install -r pylock.toml).")
 @click.option("--from-history", is_flag=True, help="Only what was asked for, pinned to the installed versions.")
 @click.option("--no-pip", is_flag=True, help="Leave out the pip section.")
 @click.option("--name", "env_name", default=None, help="Name written into the file.")
@@ -261,15 +276,15 @@ def _exit_for_verify(result: CreateResult, require_gpu: bool) -> None:
               "pip and variables of an explicit file without -o).")
 @click.option("--hash", "hash_kind", type=click.Choice(["sha256", "md5"]), default="sha256", show_default=True,
               help="explicit: URL#<sha256> (conda >= 23) or URL#<md5> (any conda, conda-lock).")
-@click.option("--lock-version", type=click.Choice(["6", "7"]), default="6", show_default=True,
-              help="lock: rattler-lock 6 (pixi, conda-lockfiles) or 7 (py-rattler 0.28).")
+@lock_version_option("lock: ")
 @click.option("--platform", "platforms", multiple=True, metavar="SUBDIR",
               help="lock: solve the env's requested specs for these platforms (repeatable; see `envkit lock`).")
 @click.option("--mirror", default=None, envvar="ENVKIT_MIRROR",
               help="With --platform: mirror for the solve (default: the one the env was created with).")
+@click.option("--conda-lock", "conda_lock", is_flag=True, help="yaml: " + CONDA_LOCK_HELP)
 def export(name: str | None, prefix: str | None, output: str | None, fmt: str, from_history: bool, no_pip: bool,
            env_name: str | None, strict: bool, hash_kind: str, lock_version: str, platforms: tuple[str, ...],
-           mirror: str | None) -> None:
+           mirror: str | None, conda_lock: bool) -> None:
     """A portable environment.yml (no prefix, no builds, pip kept), explicit list or lock file."""
 
     from envkit.cli import output as out
@@ -279,8 +294,8 @@ def export(name: str | None, prefix: str | None, output: str | None, fmt: str, f
     from envkit.prefix.locations import find_prefix
     from envkit.secrets import redact
 
-    if fmt != "yaml" and (from_history or env_name):
-        raise UsageError("--from-history and --name apply to --format yaml only",
+    if fmt != "yaml" and (from_history or env_name or conda_lock):
+        raise UsageError("--from-history, --name and --conda-lock apply to --format yaml only",
                          f"envkit export {name or ''} --format {fmt}")
     if platforms and fmt != "lock":
         raise UsageError("--platform applies to --format lock", f"envkit export {name or ''} --format lock "
@@ -296,9 +311,17 @@ def export(name: str | None, prefix: str | None, output: str | None, fmt: str, f
     sidecar_name = Path(output).name + SIDECAR_SUFFIX if output and fmt == "explicit" else None
     kwargs: dict[str, object] = {"strict": strict, "no_pip": no_pip}
     if fmt == "yaml":
-        kwargs.update(name=env_name, from_history=from_history)
+        kwargs.update(name=env_name, from_history=from_history, conda_lock=conda_lock)
     elif fmt == "explicit":
         kwargs.update(sidecar_name=sidecar_name, hash_kind=hash_kind)
+    elif fmt == "pylock":
+        from envkit.export import PYLOCK_NAME
+
+        if output and not PYLOCK_NAME.match(Path(output).name):
+            raise UsageError(f"{Path(output).name!r} is not a pylock file name: PEP 751 names it pylock.toml or "
+                             "pylock.NAME.toml (uv and pip recognise it by that name)",
+                             f"envkit export {name or ''} --format pylock -o "
+                             f"{Path(output).parent / 'pylock.toml'}")
     else:
         kwargs.update(version=int(lock_version))
     result = export_env(path, fmt=fmt, **kwargs)

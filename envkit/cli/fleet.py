@@ -180,27 +180,31 @@ def bundle(name: str | None, lock_file: str | None, out: str, as_json: bool, spe
            no_adapt: bool, mirror: str | None, channels: tuple[str, ...], *, selectors: Selectors) -> None:
     """A self-contained folder (lock + every archive and wheel, with checksums) for machines without network.
 
-    NAME is an existing environment (its exact packages), or a spec to solve; --lock FILE bundles a lock.
+    NAME is an existing environment (its exact packages), or a spec to solve; --file ENV.yml solves that file
+    (NAME defaults to its name:); --lock FILE bundles a lock. --mirror serves the conda and pip parts.
     Install it anywhere with: envkit create NAME --bundle DIR
     """
     from envkit.cli import output
-    from envkit.lock.bundle import bundle_from_env, bundle_from_lock, bundle_from_spec
+    from envkit.lock.bundle import bundle_from_env, bundle_from_lock, bundle_from_spec, env_file_name
     from envkit.errors import UsageError
     from envkit.prefix.locations import default_prefix
     from envkit.prefix.records import has_conda_meta
 
     target = Path(out)
+    if not name and env_file and not lock_file:
+        name = env_file_name(Path(env_file))
     if lock_file:
         result = bundle_from_lock(Path(lock_file), target, name=name, mirror=mirror)
     elif name and spec is None and env_file is None and has_conda_meta(default_prefix(name)):
-        result = bundle_from_env(default_prefix(name), target)
+        result = bundle_from_env(default_prefix(name), target, mirror=mirror)
     elif name:
         opts = _create_options(name, spec, selectors.request(no_driver_check=selectors.cuda_given),
                                selectors.flavor_given, mirror, channels, selectors.driver_version,
                                selectors.compute_capabilities, env_file, no_adapt)
         result = bundle_from_spec(opts, target, on_step=lambda t: output.plain(f"  {t}", err=True))
     else:
-        raise UsageError("give an environment NAME (or a spec name) or --lock FILE", "envkit bundle dl_train -o DIR")
+        raise UsageError("give an environment NAME (or a spec name), --file ENV.yml or --lock FILE",
+                         "envkit bundle dl_train -o DIR")
     data = result.to_json()
     if as_json:
         output.plain(output.dump_json({k: v for k, v in data.items() if k != "files"} | {"path": str(target)}))

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from envkit.cli.options import EPILOG, Selectors, from_config, selection_options
+from envkit.cli.options import EPILOG, Selectors, from_config, lock_version_option, selection_options
 
 if TYPE_CHECKING:
     from envkit.lock.solve import LockResult
@@ -54,8 +54,7 @@ def write_result(result: LockResult, output: str | None, version: int) -> None:
               help="Solve for this conda platform (repeatable): linux-64, linux-aarch64, osx-arm64, osx-64, "
                    "win-64.")
 @click.option("-o", "--output", default=None, metavar="FILE", help="Where to write (default envkit.lock; - = stdout).")
-@click.option("--lock-version", type=click.Choice(["6", "7"]), default="6", show_default=True,
-              help="rattler-lock 6 (pixi, conda-lockfiles) or 7 (py-rattler 0.28).")
+@lock_version_option()
 @click.option("--mirror", default=None, envvar="ENVKIT_MIRROR", help="Mirror profile or URL for channels.")
 @click.option("--channel", "channels", multiple=True, metavar="URL", help="Use these channels instead.")
 @click.option("--strict", is_flag=True, help="Fail when a pip line cannot be locked for a platform (sdist only, "

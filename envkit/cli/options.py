@@ -102,6 +102,17 @@ def flavor_option() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
                         help="Where torch comes from (default conda-forge).")
 
 
+# Which reader wants which rattler-lock version (conda-lockfiles 0.2 conda_lockfiles/rattler_lock/v6.py
+# validates version == 6; pixi >= 0.68 (May 2026) writes and expects 7; py-rattler 0.28 reads both).
+LOCK_VERSION_HELP = ("rattler-lock version: 6 for conda + conda-lockfiles 0.2 (reads 6 only) and pixi < 0.68; "
+                     "7 for pixi >= 0.68 and py-rattler. envkit create --lock reads both.")
+
+
+def lock_version_option(prefix: str = "") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    return click.option("--lock-version", type=click.Choice(["6", "7"]), default="6", show_default=True,
+                        help=prefix + LOCK_VERSION_HELP)
+
+
 def driver_option(help: str = "Simulate a driver (replaces the hardware query).",
                   ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     return click.option("--driver-version", callback=check_driver, default=None, metavar="VER",

@@ -96,3 +96,15 @@ def test_a_good_value_reaches_the_command(verb: str, tmp_path: Path, monkeypatch
     monkeypatch.setattr(command, "callback", lambda **_kw: started.append(verb))
     code = _run([*verb.split(), *required_args(command, tmp_path), "--cuda", "12.4"])
     assert code == 0 and started == [verb], capsys.readouterr().err
+
+
+@pytest.mark.parametrize("verb", ["lock", "export"])
+def test_lock_version_help_says_which_reader_wants_which(verb: str) -> None:
+    """conda-lockfiles 0.2 validates version 6 only; pixi >= 0.68 writes and expects 7: the help says so."""
+    from click.testing import CliRunner
+
+    result = CliRunner().invoke(cli, [verb, "--help"], terminal_width=400)
+    assert result.exit_code == 0
+    text = " ".join(result.output.split())
+    assert "6 for conda + conda-lockfiles 0.2 (reads 6 only) and pixi < 0.68; 7 for pixi >= 0.68" in text
+    assert "envkit create --lock reads both" in text
