@@ -99,3 +99,7 @@ def os_error_hint(text: str) -> str | None:
         return ("envkit may not write there: fix the folder's permissions (ls -ld), or point ENVKIT_CACHE_DIR / "
                 "ENVKIT_HOME / --prefix at a folder you own")
     return None
+
+
+class ModelCodeError(VerifyError):
+    """The user's own model factory, batch, model or loss raised: their traceback is the message's tail."""

@@ -173,6 +173,65 @@ def print_verify(report: VerifyReport) -> None:
                   "Run on a machine with a visible NVIDIA GPU to prove this environment. !!![/]")
 
 
+def print_model_verify(report: VerifyReport) -> None:
+    """verify --model: the precisions side by side, the module that overflows, the code to paste."""
+    from rich.table import Table
+
+    con = console()
+    analysis = report.data.get("analysis") or {}
+    precisions = report.data.get("precisions") or {}
+    judged = analysis.get("precisions") or {}
+    if precisions:
+        table = Table(show_edge=False, expand=False, title=f"{esc(str(report.data.get('model')))} "
+                      f"({esc(str(report.data.get('model_class')))}, {report.data.get('steps')} steps, "
+                      f"{'CPU mode' if analysis.get('cpu_mode') else esc(_gpu_names(report))})")
+        for col in ("", "verdict", "loss", "gap", "inf/nan", "skips", "scale", "ms/step", "speed", "MiB"):
+            table.add_column(col, overflow="fold")
+        for mode, rec in precisions.items():
+            j = judged.get(mode, {})
+            if "skipped" in rec:
+                table.add_row(mode, "[dim]not run[/]", esc(rec["skipped"]), *[""] * 7)
+                continue
+            losses = [v for v in rec.get("losses") or [] if v is not None]
+            first_last = f"{losses[0]:.3g}→{losses[-1]:.3g}" if losses else "none finite"
+            gap = (j.get("agreement") or {}).get("final_gap")
+            verdict = {"safe": "[green]safe[/]", "unsafe": "[bold red]unsafe[/]"}.get(j.get("status", ""),
+                                                                                        "[green]base[/]")
+            scale = j.get("scale") or {}
+            table.add_row(mode, verdict, first_last, "" if gap is None else f"{gap:.1%}",
+                          str(len(rec.get("nonfinite_steps") or [])),
+                          "" if "skipped_steps" not in rec else str(len(rec["skipped_steps"])),
+                          "" if not scale else f"{scale.get('initial', 0):.3g}→{scale.get('final', 0):.3g} "
+                          f"{scale.get('trend')}",
+                          "" if rec.get("step_ms") is None else f"{rec['step_ms']:.2f}",
+                          "" if j.get("speedup") is None else f"{j['speedup']:.2f}x",
+                          "n/a" if rec.get("peak_mem_mib") is None else f"{rec['peak_mem_mib']:.0f}")
+        con.print(table)
+    for c in report.checks:
+        if c.get("status") in ("fail", "warn") and c["name"] not in judged:
+            con.print(f"[{_STATUS_STYLE[c['status']]}]{c['name']}[/]: {esc(c['explanation'])}")
+    for mode, j in judged.items():
+        for reason in j.get("reasons", []) if j.get("status") == "unsafe" else []:
+            con.print(f"[bold red]{mode}[/]: {esc(reason)}")
+    rec = analysis.get("recommendation") or {}
+    if rec:
+        con.print(f"[bold]recommended: {esc(str(rec.get('choice')))}[/] - {esc(str(rec.get('reason')))}")
+        if rec.get("code"):
+            con.print(esc(rec["code"]), highlight=False)
+        if rec.get("also"):
+            con.print(esc(rec["also"]))
+            con.print(esc(rec.get("also_code", "")), highlight=False)
+    style = _OUTCOME_STYLE[report.outcome]
+    con.print(f"[{style}]{report.outcome}[/]: {esc(report.summary)}")
+    if report.outcome == "SKIPPED":
+        con.print("[bold yellow]!!! SKIPPED is not PASS: this ran on the CPU (CPU autocast). "
+                  "Run it on the GPU you train on for the GPU verdict. !!![/]")
+
+
+def _gpu_names(report: VerifyReport) -> str:
+    return ", ".join(g.get("name", "?") for g in report.data.get("gpus") or []) or "GPU"
+
+
 def human_size(n: int | None) -> str:
     if n is None:
         return "?"
