@@ -102,4 +102,9 @@ def os_error_hint(text: str) -> str | None:
 
 
 class ModelCodeError(VerifyError):
-    """The user's own model factory, batch, model or loss raised: their traceback is the message's tail."""
+    """The user's own model factory, batch, model or loss raised: `details` is their traceback (it is their
+    code), which the CLI prints whole under the one-line message."""
+
+    def __init__(self, message: str, hint: str | None = None, details: str = "") -> None:
+        super().__init__(message, hint)
+        self.details = details

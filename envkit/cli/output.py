@@ -127,7 +127,8 @@ def print_selection(sel: Selection, con: Console | None = None) -> None:
         con.print("[bold yellow]Notice:[/] this is a CPU build; no GPU will be used.")
 
 
-def error(message: str, hint: str | None) -> None:
+def error(message: str, hint: str | None, details: str | None = None) -> None:
+    """One `error:` line, then `details` as they are (a user's own traceback), then one `fix:` line."""
     from envkit.secrets import redact
 
     message, hint = sanitize(redact(message)), sanitize(redact(hint)) if hint else hint
@@ -140,6 +141,8 @@ def error(message: str, hint: str | None) -> None:
         hint = " ".join(hint.split()) if hint else hint
     con = console(stderr=True)
     con.print(f"[bold red]error:[/] {esc(message)}")
+    if details:
+        con.print(esc(sanitize(redact(details))), highlight=False, soft_wrap=True)
     if hint:
         con.print(f"[bold]fix:[/] {esc(hint)}")
 

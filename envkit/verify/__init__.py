@@ -89,9 +89,9 @@ def verify_model(model: str, *, name: str | None = None, prefix: str | None = No
     if error:
         summary = f"your model code failed: {error['phase']} raised {error['type']}: {error['message']}"
         first = summary.splitlines()[0][:400]
-        raise ModelCodeError("\n".join([first, *error.get("traceback", [])]),
-                             f"fix the error in your code (the traceback above is yours), then run "
-                             f"envkit verify --model {model} again")
+        raise ModelCodeError(first, f"fix the error in your code (the traceback above is yours), then run "
+                                    f"envkit verify --model {model} again",
+                             details="\n".join(error.get("traceback", [])))
     if report_file is not None:
         save_report(report, report_file)
     return report
