@@ -11,7 +11,7 @@ from envkit.errors import ExitCode
 
 PASS, FAIL, SKIPPED = "PASS", "FAIL", "SKIPPED"
 GPU_CHECKS = {"architecture", "autocast", "grad_scaler", "training", "speed", "memory", "matmul_tflops",
-              "multi_gpu"}
+              "multi_gpu", "fp8"}
 
 
 @dataclass(frozen=True)
