@@ -14,6 +14,7 @@ the largest finite |output|, inf/nan and the share of exact zeros, in execution 
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import json
@@ -156,13 +157,17 @@ def probe(torch, model, inputs, device_type, dtype):
     for path, module in model.named_modules():
         handles.append(module.register_forward_hook(hook_for(path, module)))
     try:
-        with torch.no_grad(), torch.autocast(device_type, dtype=dtype or torch.float32,
-                                             enabled=dtype is not None):
+        with torch.no_grad(), autocast_or_not(torch, device_type, dtype):
             call_model(model, inputs)
     finally:
         for h in handles:
             h.remove()
     return records
+
+
+def autocast_or_not(torch, device_type, dtype):
+    """autocast for a reduced precision; fp32 runs with no autocast context at all."""
+    return torch.autocast(device_type, dtype=dtype) if dtype is not None else contextlib.nullcontext()
 
 
 def finite(value):
@@ -199,7 +204,7 @@ def train(torch, model, init_state, batches, loss_fn, make_optimizer, device_typ
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         try:
-            with torch.autocast(device_type, dtype=dtype or torch.float32, enabled=dtype is not None):
+            with autocast_or_not(torch, device_type, dtype):
                 loss = loss_fn(call_model(model, inputs), targets)
             value = float(loss.detach().float())
         except Exception as exc:
