@@ -198,12 +198,11 @@ def module_call(path: str) -> str:
     return f"self[{leaf}]" if leaf.isdigit() else f"self.{leaf}" if path != "(model)" else "model"
 
 
-def recommend(judged: dict[str, dict[str, Any]], offenders: dict[str, dict[str, Any] | None],
-              device: str = "cuda") -> dict[str, Any]:
+def recommend(judged: dict[str, dict[str, Any]], offenders: dict[str, dict[str, Any] | None]) -> dict[str, Any]:
     """bf16 when safe (no scaler, fp32's range); else fp16 + GradScaler; else fp32, with the module to fix."""
     dev = "cuda"  # the code is for the GPU the user trains on, also when this run was on the CPU
     safe = [m for m in ("bf16", "fp16") if judged.get(m, {}).get("status") == "safe"]
-    fix = offenders.get("fp16") or offenders.get("bf16")
+    fix: dict[str, Any] = offenders.get("fp16") or offenders.get("bf16") or {}
     fix_code = KEEP_FP32_CODE.format(call=module_call(fix["path"]), cls=fix.get("class"), dev=dev) if fix else None
     if safe:
         choice = safe[0]

@@ -71,8 +71,8 @@ def line_chart(series: dict[str, Sequence[float | None]], title: str, y_label: s
                     parts.append(f'<polyline fill="none" stroke="{colour}" {STROKES[k % len(STROKES)]} '
                                  f'points="{" ".join(run)}"/>')
                 elif len(run) == 1:
-                    x, y = run[0].split(",")
-                    parts.append(f'<circle cx="{x}" cy="{y}" r="2.5" fill="{colour}"/>')
+                    cx, cy = run[0].split(",")
+                    parts.append(f'<circle cx="{cx}" cy="{cy}" r="2.5" fill="{colour}"/>')
                 run = []
                 if i < len(vals):
                     parts.append(f'<line x1="{x_of(i):.1f}" y1="{H - PAD + 4 + 5 * k}" x2="{x_of(i):.1f}" '
