@@ -70,7 +70,8 @@ def check_steps(steps: int) -> int:
 
 def verify_model(model: str, *, name: str | None = None, prefix: str | None = None, python: str | None = None,
                  steps: int = MODEL_STEPS, device: int | None = None, timeout: float = VERIFY_TIMEOUT,
-                 report_file: Path | None = None, time_budget_s: float = MODEL_TIME_BUDGET_S) -> VerifyReport:
+                 report_file: Path | None = None, time_budget_s: float = MODEL_TIME_BUDGET_S,
+                 max_batch: bool = False) -> VerifyReport:
     """fp32 vs fp16 + GradScaler vs bf16 on the user's own model, run by the env's python (torch only there)."""
     spec = model_spec(model)
     check_steps(steps)
@@ -82,7 +83,7 @@ def verify_model(model: str, *, name: str | None = None, prefix: str | None = No
         exe = str(python_of(env_prefix))
     machine = detect().to_json()
     options = {"model": spec, "steps": steps, "device": device, "path": [str(Path.cwd())],
-               "time_budget_s": time_budget_s}
+               "time_budget_s": time_budget_s, "max_batch": max_batch}
     report = run_payload(exe, options, machine, prefix=env_prefix, timeout=timeout, payload_file=MODEL_PAYLOAD,
                          build=build_model_report)
     error = report.data.get("user_error")

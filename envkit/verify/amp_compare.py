@@ -259,7 +259,22 @@ def analyse(payload: dict[str, Any]) -> dict[str, Any]:
         outcome = "PASS"
         summary = f"{text}; recommended {rec['choice']}: {rec['reason']}"
     return {"outcome": outcome, "cpu_mode": cpu, "precisions": judged, "offenders": offenders,
-            "recommendation": rec, "summary": summary}
+            "recommendation": rec, "summary": summary, "max_batch": max_batch_summary(payload.get("max_batch"))}
+
+
+def max_batch_summary(found: dict[str, Any] | None) -> dict[str, Any] | None:
+    """--max-batch: the largest batch per precision and its ratio to fp32's (GPU only)."""
+    if not found:
+        return None
+    if "skipped" in found:
+        return {"skipped": found["skipped"]}
+    base = (found.get("fp32") or {}).get("factor") or 0
+    out: dict[str, Any] = {}
+    for mode, row in found.items():
+        if isinstance(row, dict) and "factor" in row:
+            out[mode] = {"batch": row.get("batch"), "factor": row["factor"], "stopped": row.get("stopped"),
+                         "vs_fp32": round(row["factor"] / base, 2) if base else None}
+    return out
 
 
 def checks_of(analysis: dict[str, Any], fp32: dict[str, Any]) -> list[dict[str, Any]]:
@@ -280,6 +295,16 @@ def checks_of(analysis: dict[str, Any], fp32: dict[str, Any]) -> list[dict[str, 
             text = "unsafe: " + "; ".join(j["reasons"])
         rows.append({"name": mode, "status": status_of[j["status"]], "duration_s": 0.0, "explanation": text,
                      "values": {k: v for k, v in j.items() if k not in ("gaps", "reasons", "notes")}})
+    found = analysis.get("max_batch")
+    if found and "skipped" in found:
+        rows.append({"name": "max_batch", "status": "skip", "duration_s": 0.0, "values": found,
+                     "explanation": f"not searched: {found['skipped']}"})
+    elif found:
+        parts = [f"{m} {r['batch'] if r['batch'] is not None else 'x' + str(r['factor'])}"
+                 + (f" ({r['vs_fp32']:.2g}x fp32)" if m != "fp32" and r.get("vs_fp32") else "")
+                 + f" [{r['stopped']}]" for m, r in found.items()]
+        rows.append({"name": "max_batch", "status": "pass", "duration_s": 0.0, "values": found,
+                     "explanation": "largest batch by doubling (one training step each): " + "; ".join(parts)})
     for mode, off in analysis["offenders"].items():
         if off:
             where = f"{off['inf']} inf, {off['nan']} nan" if off["kind"] == "overflow" else \

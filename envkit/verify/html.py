@@ -120,6 +120,10 @@ def _model_charts(data: dict[str, Any]) -> list[str]:
     charts.append(bar_chart({k: v.get("step_ms") for k, v in precisions.items()}, "median step time", "ms"))
     charts.append(bar_chart({k: v.get("peak_mem_mib") for k, v in precisions.items()}, "peak memory allocated",
                             "MiB"))
+    found = (data.get("analysis") or {}).get("max_batch") or {}
+    if found and "skipped" not in found:
+        charts.append(bar_chart({k: v.get("batch") for k, v in found.items()}, "largest batch (--max-batch)",
+                                "samples"))
     return charts
 
 

@@ -70,8 +70,10 @@ def test_lstm_lm_example(capsys: pytest.CaptureFixture[str]) -> None:
 def test_a_stable_model_from_a_module_on_the_cwd_is_safe(capsys: pytest.CaptureFixture[str],
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(MODELS)
-    code, report, _ = verify_model(capsys, "stable_mlp:make", 16)
+    code, report, _ = verify_model(capsys, "stable_mlp:make", 16, "--max-batch")
     assert code == 4 and statuses(report) == {"fp16": "safe", "bf16": "safe"}
+    max_batch = next(c for c in report["checks"] if c["name"] == "max_batch")
+    assert max_batch["status"] == "skip" and "GPU only" in max_batch["explanation"]
     assert report["analysis"]["offenders"] == {}
     for mode in ("fp16", "bf16"):
         assert report["analysis"]["precisions"][mode]["agreement"]["final_gap"] < 0.1
@@ -114,4 +116,4 @@ def test_a_missing_function_is_the_users_error(capsys: pytest.CaptureFixture[str
 
 def test_steps_without_model_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     code, _out, err = run_cli(capsys, "verify", "--python", sys.executable, "--steps", "5")
-    assert code == 2 and "--steps only applies to --model" in err
+    assert code == 2 and "--steps and --max-batch only apply to --model" in err

@@ -15,6 +15,7 @@ the largest finite |output|, inf/nan and the share of exact zeros, in execution 
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib
 import importlib.util
 import json
@@ -261,6 +262,98 @@ def precision_error(phase, step, exc):
             "traceback": traceback.format_exc().rstrip().splitlines()[-8:]}
 
 
+MAX_BATCH_FACTOR = 64  # the search stops at 64x the factory's batch
+MAX_BATCH_BUDGET_S = 15.0  # per precision
+
+
+def doubling_search(fits, limit=MAX_BATCH_FACTOR, budget_s=MAX_BATCH_BUDGET_S, clock=time.perf_counter):
+    """The largest factor k in 1, 2, 4, ... <= limit for which fits(k) is True (Lightning's BatchSizeFinder
+    "power" mode, bounded): stops at the first failure, at the limit or when the time budget is spent."""
+    start = clock()
+    best, tried, k = 0, [], 1
+    stopped = "reached the x%d bound" % limit
+    while k <= limit:
+        if tried and clock() - start > budget_s:
+            stopped = "time budget of %.0f s spent" % budget_s
+            break
+        ok, why = fits(k)
+        tried.append({"factor": k, "fits": ok, "why": why})
+        if not ok:
+            stopped = "x%d: %s" % (k, why)
+            break
+        best = k
+        k *= 2
+    return {"factor": best, "tried": tried, "stopped": stopped}
+
+
+def repeat_batch(torch, value, k):
+    if hasattr(value, "dim") and hasattr(value, "dtype"):
+        return torch.cat([value] * k, 0) if value.dim() > 0 and k > 1 else value
+    if isinstance(value, (tuple, list)):
+        return type(value)(repeat_batch(torch, v, k) for v in value)
+    if isinstance(value, dict):
+        return {key: repeat_batch(torch, v, k) for key, v in value.items()}
+    return value
+
+
+def leading_size(value):
+    if hasattr(value, "dim") and hasattr(value, "shape"):
+        return int(value.shape[0]) if value.dim() > 0 else None
+    if isinstance(value, (tuple, list)) and value:
+        return leading_size(value[0])
+    if isinstance(value, dict) and value:
+        return leading_size(next(iter(value.values())))
+    return None
+
+
+def _is_oom(exc):
+    text = str(exc)
+    return "out of memory" in text.lower() or "CUBLAS_STATUS_ALLOC_FAILED" in text
+
+
+def max_batch(torch, model, init_state, batch, loss_fn, make_optimizer, mode, device_type="cuda",
+              limit=MAX_BATCH_FACTOR):
+    """One training step at k times the factory's batch (the batch repeated), k doubling until out of memory."""
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(mode)
+    inputs, targets = batch
+
+    def step(k):  # its tensors and optimizer state are freed when it returns or its exception is handled
+        model.load_state_dict(init_state)
+        opt = make_optimizer(model.parameters()) if make_optimizer else torch.optim.AdamW(model.parameters(), lr=1e-3)
+        scaler = torch.amp.GradScaler(device_type) if mode == "fp16" else None
+        x, y = repeat_batch(torch, inputs, k), repeat_batch(torch, targets, k)
+        with autocast_or_not(torch, device_type, dtype):
+            loss = loss_fn(call_model(model, x), y)
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
+        sync(torch, device_type)
+
+    def fits(k):
+        why = None
+        try:
+            step(k)
+        except Exception as exc:
+            why = "out of memory" if _is_oom(exc) else "%s: %s" % (
+                type(exc).__name__, (str(exc).strip().splitlines() or [""])[0][:200])
+        model.zero_grad(set_to_none=True)
+        gc.collect()
+        if device_type == "cuda":
+            torch.cuda.empty_cache()
+        return why is None, why
+
+    found = doubling_search(fits, limit)
+    base = leading_size(inputs)
+    found["base_batch"] = base
+    found["batch"] = base * found["factor"] if base else None
+    model.load_state_dict(init_state)
+    return found
+
+
 def bf16_native(torch, device_type):
     """bf16 is native on compute capability >= 8.0 (Ampere); CPU autocast runs bf16 everywhere."""
     if device_type == "cpu":
@@ -343,6 +436,12 @@ def run(options):
                                      mode, steps, seed)
         if bf16_reason is not None:
             precisions["bf16"] = {"skipped": bf16_reason}
+        if options.get("max_batch"):
+            if device_type != "cuda":
+                report["max_batch"] = {"skipped": "GPU only: on the CPU, memory is not what bounds the batch"}
+            else:
+                report["max_batch"] = {m: max_batch(torch, model, init_state, batches(0), loss_fn, make_optimizer, m)
+                                       for m in precisions if "losses" in precisions[m]}
         report["precisions"] = precisions
         report["steps"] = steps
         check("training", "pass", "%d steps in %s" % (steps, ", ".join(precisions)), {"steps": steps})
