@@ -148,20 +148,40 @@ def _env_charts(checks: Sequence[dict[str, Any]]) -> list[str]:
     return charts
 
 
-def render_html(report: VerifyReport) -> str:
+def _page(**context: Any) -> str:
     import jinja2
     from markupsafe import Markup  # jinja2's own dependency: these charts are built here, already escaped
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(data_dir("templates"))),
                              autoescape=True)  # optional report fields render empty
+    context["charts"] = [Markup(c) for c in context["charts"]]
+    context.setdefault("fleet", None)
+    context.setdefault("analysis", None)
+    return redact(env.get_template(TEMPLATE).render(**context))
+
+
+def render_html(report: VerifyReport) -> str:
     data = report.to_json()
     analysis = data.get("analysis")
     charts = _model_charts(data) if analysis else _env_charts(report.checks)
-    page = env.get_template(TEMPLATE).render(
-        report=data, outcome=report.outcome, summary=report.summary, checks=report.checks, analysis=analysis,
-        charts=[Markup(c) for c in charts],
-        title="envkit verify --model" if analysis else "envkit verify")
-    return redact(page)
+    return _page(report=data, outcome=report.outcome, summary=report.summary, checks=report.checks,
+                 analysis=analysis, charts=charts, title="envkit verify --model" if analysis else "envkit verify")
+
+
+def render_fleet_html(fleet: dict[str, Any]) -> str:
+    """`fleet verify`: one row per node and check, AMP speed-up and TFLOP/s per node (the slowest named)."""
+    nodes = fleet.get("nodes") or []
+    names = sorted({name for n in nodes for name in (n.get("checks") or {})})
+    charts = [bar_chart({str(n["node"]): n.get("speedup") for n in nodes}, "AMP speed-up per node", "x"),
+              bar_chart({str(n["node"]): n.get("tflops") for n in nodes}, "matmul TFLOP/s per node", "TFLOP/s")]
+    return _page(report={"time": "", "envkit_version": "", "torch": None}, outcome=fleet.get("outcome", "FAIL"),
+                 summary=fleet.get("summary", ""), checks=[], charts=charts, title="envkit fleet verify",
+                 fleet={"nodes": nodes, "check_names": names, "slowest": fleet.get("slowest"),
+                        "nccl": fleet.get("nccl")})
+
+
+def write_fleet_html(fleet: dict[str, Any], path: Path) -> None:
+    atomic_write_text(path, render_fleet_html(fleet))
 
 
 def write_html(report: VerifyReport, path: Path) -> None:

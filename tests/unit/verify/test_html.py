@@ -69,3 +69,20 @@ def test_bars_scale_to_the_largest() -> None:
     svg = bar_chart({"fp32": 10.0, "fp16": 5.0, "bf16": None}, "step time", "ms")
     widths = [float(w) for w in re.findall(r'<rect x="\d+" y="\d+" width="([\d.]+)" height="20"', svg)]
     assert len(widths) == 2 and abs(widths[0] - 2 * widths[1]) < 0.2 and "not measured" in svg
+
+
+def test_fleet_report_has_a_row_per_node_and_the_slowest_named(tmp_path: Path) -> None:
+    from envkit.fleet.verify import FleetVerify, NodeVerify
+    from envkit.verify.html import write_fleet_html
+
+    nodes = (NodeVerify("n1", "PASS", "AMP works", {"speed": "PASS", "training": "PASS"}, 8.6, 0.51, 779.0),
+             NodeVerify("n2<b>", "FAIL", "training: loss is not finite", {"speed": "WARN", "training": "FAIL"},
+                        1.1, 0.9, 120.0))
+    result = FleetVerify(nodes, None, "FAIL", "FAIL on n2<b>", "n2<b>", 12.0)
+    out = tmp_path / "fleet.html"
+    write_fleet_html(result.to_json(), out)
+    page = out.read_text()
+    assert page.count("<svg") == 2 and "AMP speed-up per node" in page and "matmul TFLOP/s per node" in page
+    assert "<td>n2&lt;b&gt; (slowest)</td>" in page and "n2<b>" not in page
+    assert '<td class="fail">FAIL</td>' in page and '<td class="warn">WARN</td>' in page
+    assert 'class="verdict FAIL"' in page and "8.60×" in page
