@@ -101,11 +101,25 @@ def test_the_users_traceback_is_shown_under_one_summary_line(capsys: pytest.Capt
 
 
 @pytest.mark.parametrize(("spec", "why"), [("examples/lstm_lm.py", "is not FILE.py:FUNC or MODULE:FUNC"),
+                                           ("examples/lstm_lm.py:small()", "is not FILE.py:FUNC or MODULE:FUNC"),
                                            ("nowhere.py:make", "is not a file"),
-                                           ("a b:make", "neither a .py file nor a dotted module name")])
-def test_bad_model_specs_are_usage_errors(capsys: pytest.CaptureFixture[str], spec: str, why: str) -> None:
+                                           ("examples.py:make", "is not a file"),
+                                           ("$(touch PWNED).py:make", "is not a file"),
+                                           ("a b:make", "neither a .py file nor a dotted module name"),
+                                           ("os;id:make", "neither a .py file nor a dotted module name")])
+def test_bad_model_specs_are_usage_errors(capsys: pytest.CaptureFixture[str], spec: str, why: str,
+                                          tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "examples.py").mkdir()  # a folder named like a file
     code, _out, err = run_cli(capsys, "verify", "--python", sys.executable, "--model", spec)
     assert code == 2 and why in err and "fix: pass e.g. --model" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["examples.py"]  # nothing ran, nothing was written
+
+
+def test_steps_out_of_range_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _out, err = run_cli(capsys, "verify", "--python", sys.executable, "--model",
+                              str(MODELS / "stable_mlp.py:make"), "--steps", "0")
+    assert code == 2 and "--steps 0 is not between 4 and 100000" in err
 
 
 def test_a_missing_function_is_the_users_error(capsys: pytest.CaptureFixture[str]) -> None:
