@@ -122,6 +122,13 @@ def test_steps_out_of_range_is_a_usage_error(capsys: pytest.CaptureFixture[str])
     assert code == 2 and "--steps 0 is not between 4 and 100000" in err
 
 
+def test_a_batch_that_breaks_the_contract_is_named(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _out, err = run_cli(capsys, "verify", "--python", sys.executable, "--model",
+                              str(MODELS / "bad_batch.py:make"), "--steps", "4")
+    assert code == 1
+    assert "make_batch(0) raised TypeError: make_batch(step) must return (inputs, targets), not Tensor" in err
+
+
 def test_a_missing_function_is_the_users_error(capsys: pytest.CaptureFixture[str]) -> None:
     code, _out, err = run_cli(capsys, "verify", "--python", sys.executable, "--model",
                               str(MODELS / "stable_mlp.py:nope"), "--steps", "4")

@@ -407,13 +407,19 @@ def run(options):
         cache = {}
 
         def batches(step):
-            if step not in cache:  # the same CPU batch for every precision, moved to the device
+            # the same batch for every precision, kept on the CPU and copied to the device at each use: every
+            # precision pays the same copy and no run's peak memory holds the other runs' batches
+            if step not in cache:
                 try:
-                    inputs, targets = make_batch(step)
+                    made = make_batch(step)
+                    if not isinstance(made, (tuple, list)) or len(made) != 2:
+                        raise TypeError("make_batch(step) must return (inputs, targets), not %s"
+                                        % type(made).__name__)
+                    cache[step] = made
                 except Exception as exc:
                     raise UserCodeError("make_batch(%d)" % step, exc)
-                cache[step] = (to_device(inputs, device_type), to_device(targets, device_type))
-            return cache[step]
+            inputs, targets = cache[step]
+            return to_device(inputs, device_type), to_device(targets, device_type)
 
         report["model_class"] = type(model).__name__
         report["parameters"] = sum(p.numel() for p in model.parameters())
