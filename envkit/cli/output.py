@@ -185,15 +185,15 @@ def print_model_verify(report: VerifyReport) -> None:
     precisions = report.data.get("precisions") or {}
     judged = analysis.get("precisions") or {}
     if precisions:
-        table = Table(show_edge=False, expand=False, title=f"{esc(str(report.data.get('model')))} "
-                      f"({esc(str(report.data.get('model_class')))}, {report.data.get('steps')} steps, "
-                      f"{'CPU mode' if analysis.get('cpu_mode') else esc(_gpu_names(report))})")
+        table = Table(show_edge=False, expand=False, title=f"{_safe(str(report.data.get('model')))} "
+                      f"({_safe(str(report.data.get('model_class')))}, {report.data.get('steps')} steps, "
+                      f"{'CPU mode' if analysis.get('cpu_mode') else _safe(_gpu_names(report))})")
         for col in ("", "verdict", "loss", "gap", "inf/nan", "skips", "scale", "ms/step", "speed", "MiB"):
             table.add_column(col, overflow="fold")
         for mode, rec in precisions.items():
             j = judged.get(mode, {})
             if "skipped" in rec:
-                table.add_row(mode, "[dim]not run[/]", esc(rec["skipped"]), *[""] * 7)
+                table.add_row(mode, "[dim]not run[/]", _safe(rec["skipped"]), *[""] * 7)
                 continue
             losses = [v for v in rec.get("losses") or [] if v is not None]
             first_last = f"{losses[0]:.3g}→{losses[-1]:.3g}" if losses else "none finite"
@@ -212,23 +212,28 @@ def print_model_verify(report: VerifyReport) -> None:
         con.print(table)
     for c in report.checks:
         if c.get("status") in ("fail", "warn") and c["name"] not in judged:
-            con.print(f"[{_STATUS_STYLE[c['status']]}]{c['name']}[/]: {esc(c['explanation'])}")
+            con.print(f"[{_STATUS_STYLE[c['status']]}]{c['name']}[/]: {_safe(c['explanation'])}")
     for mode, j in judged.items():
         for reason in j.get("reasons", []) if j.get("status") == "unsafe" else []:
-            con.print(f"[bold red]{mode}[/]: {esc(reason)}")
+            con.print(f"[bold red]{mode}[/]: {_safe(reason)}")
     rec = analysis.get("recommendation") or {}
     if rec:
-        con.print(f"[bold]recommended: {esc(str(rec.get('choice')))}[/] - {esc(str(rec.get('reason')))}")
+        con.print(f"[bold]recommended: {_safe(str(rec.get('choice')))}[/] - {_safe(str(rec.get('reason')))}")
         if rec.get("code"):
-            con.print(esc(rec["code"]), highlight=False)
+            con.print(_safe(rec["code"]), highlight=False)
         if rec.get("also"):
-            con.print(esc(rec["also"]))
-            con.print(esc(rec.get("also_code", "")), highlight=False)
+            con.print(_safe(rec["also"]))
+            con.print(_safe(rec.get("also_code", "")), highlight=False)
     style = _OUTCOME_STYLE[report.outcome]
-    con.print(f"[{style}]{report.outcome}[/]: {esc(report.summary)}")
+    con.print(f"[{style}]{report.outcome}[/]: {_safe(report.summary)}")
     if report.outcome == "SKIPPED":
         con.print("[bold yellow]!!! SKIPPED is not PASS: this ran on the CPU (CPU autocast). "
                   "Run it on the GPU you train on for the GPU verdict. !!![/]")
+
+
+def _safe(text: str) -> str:
+    """A value from the user's model or the payload (module names, messages): no markup, no control characters."""
+    return esc(sanitize(str(text)))
 
 
 def _gpu_names(report: VerifyReport) -> str:
