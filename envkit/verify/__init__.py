@@ -1,7 +1,8 @@
 """verify: run the bundled AMP smoke test with a target environment's own python.
 
 Owns: the payload runner (runner), the report model (report), the in-env payloads (payload/, which
-alone import torch) and verify_env, the one entry point every verb and engine uses.
+alone import torch), verify_env, the one entry point every verb and engine uses, and verify_model
+(`verify --model`: its rules in amp_compare, pure and tested without torch); the HTML report (html).
 May import: detect/, prefix/ and the ground floor.
 """
 

@@ -602,8 +602,11 @@ def check_fp8(torch, dev):
     # 16-aligned, and M a multiple of 256 (rowwise invalid access otherwise: pytorch/pytorch#133334)
     n = 8192 if _free_memory(torch, dev) > 8 * 2 ** 30 else 4096
     with Timer() as t:
-        bf16, results = fp8_matmuls(torch, "cuda:%d" % dev, n,
-                                    lambda fn: _time_steps(torch, dev, fn, warmup=3, reps=20))
+        with warnings.catch_warnings():  # a deprecation of the private _scaled_mm is ours, not the env's
+            warnings.simplefilter("ignore", FutureWarning)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            bf16, results = fp8_matmuls(torch, "cuda:%d" % dev, n,
+                                        lambda fn: _time_steps(torch, dev, fn, warmup=3, reps=20))
         torch.cuda.empty_cache()
     status, text = fp8_verdict(results, bf16)
     values = {"n": n, "bf16": bf16, "results": results, "max_rel_err": FP8_MAX_REL_ERR}
