@@ -114,6 +114,8 @@ def judge(mode: str, record: dict[str, Any], fp32: dict[str, Any]) -> dict[str, 
     elif agree["agree"] and agree["final_gap"] is not None and agree["final_gap"] > NEAR_TOLERANCE:
         notes.append(f"loss within {agree['final_gap']:.1%} of fp32, close to the {AGREE_TOLERANCE:.0%} tolerance")
     out.update(speed_memory(record, fp32))
+    if reasons:  # skipped or broken steps are not the same work: no speed-up is claimed for them
+        out["speedup"] = None
     out["status"] = "unsafe" if reasons else "safe"
     out["reasons"] = reasons
     out["notes"] = notes

@@ -188,3 +188,9 @@ def test_fp16_is_recommended_with_its_scaler_when_bf16_is_not_native() -> None:
     judged = {"fp16": {"status": "safe"}, "bf16": {"status": "skipped", "reasons": ["compute capability 7.5"]}}
     result = ac.recommend(judged, {})
     assert result["choice"] == "fp16" and 'scaler = torch.amp.GradScaler("cuda")' in result["code"]
+
+
+def test_no_speed_up_is_claimed_for_an_unsafe_precision() -> None:
+    analysis = ac.analyse(as_gpu(load("tiny-eps-norm")))
+    assert analysis["precisions"]["fp16"]["speedup"] is None  # every step skipped: not the same work
+    assert analysis["precisions"]["bf16"]["speedup"] is not None
