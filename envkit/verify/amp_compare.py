@@ -250,7 +250,11 @@ def analyse(payload: dict[str, Any]) -> dict[str, Any]:
             parts.append(f"first {m} {off['kind']}: {off['path']} ({off['class']})")
     text = "; ".join(p for p in parts if p)
     where = "CPU mode (no GPU; CPU autocast): " if cpu else ""
-    if not safe:
+    if not safe and not unsafe:
+        outcome = "FAIL"
+        why = "; ".join(f"{m}: {j['reasons'][0]}" for m, j in judged.items() if j.get("reasons"))
+        summary = f"{where}no reduced precision could be run here ({why or 'none was measured'})"
+    elif not safe:
         outcome = "FAIL"
         summary = f"{where}no reduced precision is safe for this model: {text}. Recommended: {rec['reason']}"
     elif cpu:

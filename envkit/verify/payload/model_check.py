@@ -171,6 +171,12 @@ def autocast_or_not(torch, device_type, dtype):
     return torch.autocast(device_type, dtype=dtype) if dtype is not None else contextlib.nullcontext()
 
 
+def autocast_applied(records, dtype):
+    """Some module produced the reduced dtype (an empty probe means it raised: the run will say so)."""
+    want = str(dtype).replace("torch.", "")
+    return not records or any(r.get("dtype") == want for r in records)
+
+
 def finite(value):
     return value == value and value not in (float("inf"), float("-inf"))
 
@@ -428,10 +434,24 @@ def run(options):
         bf16_reason = bf16_native(torch, device_type)
         modes = ["fp16"] + (["bf16"] if bf16_reason is None else [])
         inputs0 = batches(0)[0]
-        report["probe"] = {"fp32": probe(torch, model, inputs0, device_type, None)}
+        try:
+            report["probe"] = {"fp32": probe(torch, model, inputs0, device_type, None)}
+        except Exception as exc:
+            raise UserCodeError("the forward pass (fp32, step 0)", exc)
+        not_applied = {}
         for mode in modes:
             dtype = torch.float16 if mode == "fp16" else torch.bfloat16
-            report["probe"][mode] = probe(torch, model, inputs0, device_type, dtype)
+            try:
+                report["probe"][mode] = probe(torch, model, inputs0, device_type, dtype)
+            except Exception:  # the training run below meets it again and records it as this dtype's
+                report["probe"][mode] = []
+                continue
+            if not autocast_applied(report["probe"][mode], dtype):
+                # an old torch without e.g. CPU fp16 autocast warns and runs fp32: that would be judged "safe"
+                not_applied[mode] = ("autocast(%s, %s) changed no module's output dtype: this torch does not "
+                                     "run %s autocast here, so there is nothing to compare" % (
+                                         device_type, mode, mode))
+        modes = [m for m in modes if m not in not_applied]
         precisions = {}
         with_budget = options.get("time_budget_s")
         precisions["fp32"] = train(torch, model, init_state, batches, loss_fn, make_optimizer, device_type,
@@ -440,6 +460,8 @@ def run(options):
         for mode in modes:
             precisions[mode] = train(torch, model, init_state, batches, loss_fn, make_optimizer, device_type,
                                      mode, steps, seed)
+        for mode, why in not_applied.items():
+            precisions[mode] = {"skipped": why}
         if bf16_reason is not None:
             precisions["bf16"] = {"skipped": bf16_reason}
         if options.get("max_batch"):

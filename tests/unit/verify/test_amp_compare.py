@@ -194,3 +194,12 @@ def test_no_speed_up_is_claimed_for_an_unsafe_precision() -> None:
     analysis = ac.analyse(as_gpu(load("tiny-eps-norm")))
     assert analysis["precisions"]["fp16"]["speedup"] is None  # every step skipped: not the same work
     assert analysis["precisions"]["bf16"]["speedup"] is not None
+
+
+def test_when_autocast_ran_nothing_in_reduced_precision_nothing_is_claimed() -> None:
+    payload = {"device": "cpu", "precisions": {"fp32": run([1.0] * 8),
+                                               "fp16": {"skipped": "autocast(cpu, fp16) changed no module's output"},
+                                               "bf16": {"skipped": "autocast(cpu, bf16) changed no module's output"}}}
+    analysis = ac.analyse(payload)
+    assert analysis["outcome"] == "FAIL" and "no reduced precision could be run here" in analysis["summary"]
+    assert "fp16: autocast(cpu, fp16) changed no module's output" in analysis["summary"]

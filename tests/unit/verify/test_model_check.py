@@ -97,3 +97,17 @@ def test_the_search_trains_at_each_factor_on_cpu_torch() -> None:
         found = mc.max_batch(torch, model, init, batch, loss_fn, None, mode, device_type="cpu", limit=4)
         assert found["factor"] == 4 and found["batch"] == 24 and seen == [6, 12, 24], (mode, found)
     assert all(torch.equal(v, init[k]) for k, v in model.state_dict().items())  # the weights are put back
+
+
+def test_autocast_counts_as_applied_only_when_a_module_produced_the_dtype() -> None:
+    class Dtype:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def __str__(self) -> str:
+            return f"torch.{self.name}"
+
+    fp32_only = [{"path": "lin", "dtype": "float32"}, {"path": "(model)", "dtype": "float32"}]
+    assert not mc.autocast_applied(fp32_only, Dtype("float16"))
+    assert mc.autocast_applied(fp32_only + [{"path": "proj", "dtype": "float16"}], Dtype("float16"))
+    assert mc.autocast_applied([], Dtype("bfloat16"))  # the probe raised: the training run records why
