@@ -171,6 +171,16 @@ def autocast_or_not(torch, device_type, dtype):
     return torch.autocast(device_type, dtype=dtype) if dtype is not None else contextlib.nullcontext()
 
 
+def make_scaler(torch, device_type):
+    """torch.amp.GradScaler(device) (torch >= 2.3), torch.cuda.amp.GradScaler before; None: none for this device."""
+    amp = getattr(torch, "amp", None)
+    if amp is not None and hasattr(amp, "GradScaler"):
+        return amp.GradScaler(device_type)
+    if device_type == "cuda":
+        return torch.cuda.amp.GradScaler()
+    return None
+
+
 def autocast_applied(records, dtype):
     """Some module produced the reduced dtype (an empty probe means it raised: the run will say so)."""
     want = str(dtype).replace("torch.", "")
@@ -197,7 +207,7 @@ def train(torch, model, init_state, batches, loss_fn, make_optimizer, device_typ
         opt = make_optimizer(model.parameters()) if make_optimizer else torch.optim.AdamW(model.parameters(), lr=1e-3)
     except Exception as exc:
         raise UserCodeError("make_optimizer", exc)
-    scaler = torch.amp.GradScaler(device_type) if mode == "fp16" else None
+    scaler = make_scaler(torch, device_type) if mode == "fp16" else None
     if device_type == "cuda":
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
@@ -326,7 +336,7 @@ def max_batch(torch, model, init_state, batch, loss_fn, make_optimizer, mode, de
     def step(k):  # its tensors and optimizer state are freed when it returns or its exception is handled
         model.load_state_dict(init_state)
         opt = make_optimizer(model.parameters()) if make_optimizer else torch.optim.AdamW(model.parameters(), lr=1e-3)
-        scaler = torch.amp.GradScaler(device_type) if mode == "fp16" else None
+        scaler = make_scaler(torch, device_type) if mode == "fp16" else None
         x, y = repeat_batch(torch, inputs, k), repeat_batch(torch, targets, k)
         with autocast_or_not(torch, device_type, dtype):
             loss = loss_fn(call_model(model, x), y)
@@ -451,6 +461,9 @@ def run(options):
                 not_applied[mode] = ("autocast(%s, %s) changed no module's output dtype: this torch does not "
                                      "run %s autocast here, so there is nothing to compare" % (
                                          device_type, mode, mode))
+        if "fp16" in modes and make_scaler(torch, device_type) is None:
+            not_applied["fp16"] = "torch %s has no GradScaler for %s (torch.amp.GradScaler: 2.3+)" % (
+                torch.__version__, device_type)
         modes = [m for m in modes if m not in not_applied]
         precisions = {}
         with_budget = options.get("time_budget_s")
