@@ -278,7 +278,7 @@ def precision_error(phase, step, exc):
             "traceback": traceback.format_exc().rstrip().splitlines()[-8:]}
 
 
-MAX_BATCH_FACTOR = 64  # the search stops at 64x the factory's batch
+MAX_BATCH_FACTOR = 256  # the search stops at 256x the factory's batch
 MAX_BATCH_BUDGET_S = 15.0  # per precision
 
 
