@@ -88,3 +88,38 @@ def test_slower_than_bf16_is_still_information() -> None:
     slow = {"tensorwise": {"finite": True, "rel_err": 0.04, "tflops": 100.0}}
     status, text = ac.fp8_verdict(slow, H200_BF16)
     assert status == "pass" and "(0.13x bf16)" in text
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """CPU torch with the GPU answered at its seam: compute capability, free memory, the cache."""
+    torch = pytest.importorskip("torch")
+    state = {"cc": (9, 0)}
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda dev=None: state["cc"])
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    monkeypatch.setattr(ac, "_free_memory", lambda torch, dev: 1 << 30)
+    monkeypatch.setattr(ac, "CHECKS", [])
+    return torch, state
+
+
+def test_check_fp8_skips_below_ada_with_the_reason(fake_gpu) -> None:  # type: ignore[no-untyped-def]
+    torch, state = fake_gpu
+    state["cc"] = (8, 6)
+    entry = ac.check_fp8(torch, 0)
+    assert entry["status"] == "skip" and "8.6 < 8.9" in entry["explanation"]
+
+
+def test_check_fp8_that_cannot_run_warns_and_wrong_numbers_fail(fake_gpu, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    torch, _state = fake_gpu
+
+    def no_kernel(*_a: object) -> None:
+        raise RuntimeError("CUDA error: no kernel image is available for execution on the device")
+
+    monkeypatch.setattr(ac, "fp8_matmuls", no_kernel)
+    entry = ac.check_fp8(torch, 0)
+    assert entry["status"] == "warn" and "could not run: RuntimeError: CUDA error: no kernel image" in \
+        entry["explanation"]
+    nan = {"tensorwise": {"finite": False, "rel_err": float("nan"), "tflops": 1.0}}
+    monkeypatch.setattr(ac, "fp8_matmuls", lambda *_a: (H200_BF16, nan))
+    entry = ac.check_fp8(torch, 0)
+    assert entry["status"] == "fail" and entry["values"]["n"] == 4096  # under 8 GiB free: 4096^3
