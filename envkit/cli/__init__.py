@@ -81,7 +81,7 @@ def _dispatch(argv: list[str] | None) -> int:
     except EnvkitError as exc:
         from envkit.cli import output
 
-        output.error(exc.message, exc.hint)
+        output.error(exc.message, exc.hint, details=getattr(exc, "details", None))
         return int(exc.exit_code)
     except click.exceptions.Abort:  # click turns KeyboardInterrupt into Abort
         return _interrupted()

@@ -72,18 +72,48 @@ def detect(*, selectors: Selectors, as_json: bool, show_catalogue: bool, mirror:
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--report", "report_file", type=click.Path(dir_okay=False), default=None,
               help="Also write the JSON report to this file.")
+@click.option("--model", "model", default=None, metavar="FILE.py:FUNC|MODULE:FUNC",
+              help="Check AMP on your own model: FUNC() returns (model, make_batch, loss_fn[, make_optimizer]); "
+                   "fp32 vs fp16 + GradScaler vs bf16 from the same weights and batches.")
+@click.option("--steps", type=int, default=None, help="Training steps per precision with --model (default 200; "
+              "the fp32 run also stops after 10 s and the others run as many steps).")
+@click.option("--max-batch", "max_batch", is_flag=True,
+              help="With --model on a GPU: the largest batch per precision (bounded doubling search).")
+@click.option("--html", "html_file", type=click.Path(dir_okay=False), default=None,
+              help="Also write a self-contained HTML report (curves, bars, verdict, checks) to this file.")
 def verify(name: str | None, prefix: str | None, python_exe: str | None, quick: bool, device: int | None,
-           all_gpus: bool, timeout: float, as_json: bool, report_file: str | None) -> None:
-    """Prove an environment trains with AMP on its GPU: PASS (0), FAIL (3) or SKIPPED (4, no GPU)."""
+           all_gpus: bool, timeout: float, as_json: bool, report_file: str | None, model: str | None,
+           steps: int | None, max_batch: bool, html_file: str | None) -> None:
+    """Prove an environment trains with AMP on its GPU: PASS (0), FAIL (3) or SKIPPED (4, no GPU).
+
+    With --model: is AMP safe for your model? FAIL (3) when no reduced precision is safe, else PASS (0) on a
+    GPU or SKIPPED (4) in CPU mode.
+    """
 
     from envkit.cli import output
-    from envkit.verify import verify_env
+    from envkit.errors import UsageError
+    from envkit.verify import MODEL_STEPS, verify_env, verify_model
 
-    report = verify_env(name=name, prefix=prefix, python=python_exe, quick=quick, device=device,
-                        all_gpus=all_gpus, timeout=timeout,
-                        report_file=Path(report_file) if report_file else None)
+    report_path = Path(report_file) if report_file else None
+    if model is None and (steps is not None or max_batch):
+        raise UsageError("--steps and --max-batch only apply to --model", "add --model FILE.py:FUNC, or drop them")
+    if model is not None:
+        if all_gpus or quick:
+            raise UsageError("--all-gpus and --quick do not apply to --model", "drop them (one GPU, --device N)")
+        report = verify_model(model, name=name, prefix=prefix, python=python_exe, device=device,
+                              steps=MODEL_STEPS if steps is None else steps, timeout=timeout,
+                              report_file=report_path, max_batch=max_batch)
+    else:
+        report = verify_env(name=name, prefix=prefix, python=python_exe, quick=quick, device=device,
+                            all_gpus=all_gpus, timeout=timeout, report_file=report_path)
+    if html_file:
+        from envkit.verify.html import write_html
+
+        write_html(report, Path(html_file))
     if as_json:
         output.plain(output.dump_json(report.to_json()))
+    elif model is not None:
+        output.print_model_verify(report)
     else:
         output.print_verify(report)
     raise SystemExit(int(report.exit_code))

@@ -259,9 +259,12 @@ def detect_cmd(*, nodes: Nodes, selectors: Selectors, per_partition: bool, as_js
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("--report", "report_file", type=click.Path(dir_okay=False), default=None,
               help="Also write the JSON report to this file.")
+@click.option("--html", "html_file", type=click.Path(dir_okay=False), default=None,
+              help="Also write a self-contained HTML report (node x check table, speed-up and TFLOP/s bars).")
 @fleet_options
 def verify_cmd(name: str | None, prefix: str | None, python_exe: str | None, all_gpus: bool, quick: bool,
-               nccl: bool, nproc_per_node: str, as_json: bool, report_file: str | None, *, nodes: Nodes) -> None:
+               nccl: bool, nproc_per_node: str, as_json: bool, report_file: str | None, html_file: str | None,
+               *, nodes: Nodes) -> None:
     """Verify an env on every node: one table node x check, slowest and failing nodes highlighted."""
     from envkit.cli import output
     from envkit.fleet.verify import VERIFY_TIMEOUT, Target, fleet_verify
@@ -272,6 +275,10 @@ def verify_cmd(name: str | None, prefix: str | None, python_exe: str | None, all
                           nproc=nproc_per_node, timeout=nodes.timeout or VERIFY_TIMEOUT)
     if report_file:
         atomic_write_text(Path(report_file), output.dump_json(result.to_json()) + "\n")
+    if html_file:
+        from envkit.verify.html import write_fleet_html
+
+        write_fleet_html(result.to_json(), Path(html_file))
     if as_json:
         output.plain(output.dump_json(result.to_json()))
     else:

@@ -127,7 +127,8 @@ def print_selection(sel: Selection, con: Console | None = None) -> None:
         con.print("[bold yellow]Notice:[/] this is a CPU build; no GPU will be used.")
 
 
-def error(message: str, hint: str | None) -> None:
+def error(message: str, hint: str | None, details: str | None = None) -> None:
+    """One `error:` line, then `details` as they are (a user's own traceback), then one `fix:` line."""
     from envkit.secrets import redact
 
     message, hint = sanitize(redact(message)), sanitize(redact(hint)) if hint else hint
@@ -140,6 +141,8 @@ def error(message: str, hint: str | None) -> None:
         hint = " ".join(hint.split()) if hint else hint
     con = console(stderr=True)
     con.print(f"[bold red]error:[/] {esc(message)}")
+    if details:
+        con.print(esc(sanitize(redact(details))), highlight=False, soft_wrap=True)
     if hint:
         con.print(f"[bold]fix:[/] {esc(hint)}")
 
@@ -171,6 +174,70 @@ def print_verify(report: VerifyReport) -> None:
     if report.outcome == "SKIPPED":
         con.print("[bold yellow]!!! SKIPPED is not PASS: no check ran on a GPU. "
                   "Run on a machine with a visible NVIDIA GPU to prove this environment. !!![/]")
+
+
+def print_model_verify(report: VerifyReport) -> None:
+    """verify --model: the precisions side by side, the module that overflows, the code to paste."""
+    from rich.table import Table
+
+    con = console()
+    analysis = report.data.get("analysis") or {}
+    precisions = report.data.get("precisions") or {}
+    judged = analysis.get("precisions") or {}
+    if precisions:
+        table = Table(show_edge=False, expand=False, title=f"{_safe(str(report.data.get('model')))} "
+                      f"({_safe(str(report.data.get('model_class')))}, {report.data.get('steps')} steps, "
+                      f"{'CPU mode' if analysis.get('cpu_mode') else _safe(_gpu_names(report))})")
+        for col in ("", "verdict", "loss", "gap", "inf/nan", "skips", "scale", "ms/step", "speed", "MiB"):
+            table.add_column(col, overflow="fold")
+        for mode, rec in precisions.items():
+            j = judged.get(mode, {})
+            if "skipped" in rec:
+                table.add_row(mode, "[dim]not run[/]", _safe(rec["skipped"]), *[""] * 7)
+                continue
+            losses = [v for v in rec.get("losses") or [] if v is not None]
+            first_last = f"{losses[0]:.3g}→{losses[-1]:.3g}" if losses else "none finite"
+            gap = (j.get("agreement") or {}).get("final_gap")
+            verdict = {"safe": "[green]safe[/]", "unsafe": "[bold red]unsafe[/]"}.get(j.get("status", ""),
+                                                                                        "[green]base[/]")
+            scale = j.get("scale") or {}
+            table.add_row(mode, verdict, first_last, "" if gap is None else f"{gap:.1%}",
+                          str(len(rec.get("nonfinite_steps") or [])),
+                          "" if "skipped_steps" not in rec else str(len(rec["skipped_steps"])),
+                          "" if not scale else f"{scale.get('initial', 0):.3g}→{scale.get('final', 0):.3g} "
+                          f"{scale.get('trend')}",
+                          "" if rec.get("step_ms") is None else f"{rec['step_ms']:.2f}",
+                          "" if j.get("speedup") is None else f"{j['speedup']:.2f}x",
+                          "n/a" if rec.get("peak_mem_mib") is None else f"{rec['peak_mem_mib']:.0f}")
+        con.print(table)
+    for c in report.checks:
+        if c.get("status") in ("fail", "warn") and c["name"] not in judged:
+            con.print(f"[{_STATUS_STYLE[c['status']]}]{c['name']}[/]: {_safe(c['explanation'])}")
+    for mode, j in judged.items():
+        for reason in j.get("reasons", []) if j.get("status") == "unsafe" else []:
+            con.print(f"[bold red]{mode}[/]: {_safe(reason)}")
+    rec = analysis.get("recommendation") or {}
+    if rec:
+        con.print(f"[bold]recommended: {_safe(str(rec.get('choice')))}[/] - {_safe(str(rec.get('reason')))}")
+        if rec.get("code"):
+            con.print(_safe(rec["code"]), highlight=False)
+        if rec.get("also"):
+            con.print(_safe(rec["also"]))
+            con.print(_safe(rec.get("also_code", "")), highlight=False)
+    style = _OUTCOME_STYLE[report.outcome]
+    con.print(f"[{style}]{report.outcome}[/]: {_safe(report.summary)}")
+    if report.outcome == "SKIPPED":
+        con.print("[bold yellow]!!! SKIPPED is not PASS: this ran on the CPU (CPU autocast). "
+                  "Run it on the GPU you train on for the GPU verdict. !!![/]")
+
+
+def _safe(text: str) -> str:
+    """A value from the user's model or the payload (module names, messages): no markup, no control characters."""
+    return esc(sanitize(str(text)))
+
+
+def _gpu_names(report: VerifyReport) -> str:
+    return ", ".join(g.get("name", "?") for g in report.data.get("gpus") or []) or "GPU"
 
 
 def human_size(n: int | None) -> str:

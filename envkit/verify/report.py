@@ -11,7 +11,7 @@ from envkit.errors import ExitCode
 
 PASS, FAIL, SKIPPED = "PASS", "FAIL", "SKIPPED"
 GPU_CHECKS = {"architecture", "autocast", "grad_scaler", "training", "speed", "memory", "matmul_tflops",
-              "multi_gpu"}
+              "multi_gpu", "fp8"}
 
 
 @dataclass(frozen=True)
@@ -69,3 +69,19 @@ def failure_report(name: str, explanation: str, machine: dict[str, Any] | None, 
     payload = {"checks": [{"name": name, "status": "fail", "explanation": explanation,
                            "values": values or {}, "duration_s": 0.0}]}
     return build_report(payload, machine, python, prefix)
+
+
+def build_model_report(payload: dict[str, Any], machine: dict[str, Any] | None, python: str,
+                       prefix: str | None) -> VerifyReport:
+    """`verify --model`: the payload's own checks, then the judgement of amp_compare (its outcome rule)."""
+    from envkit.verify.amp_compare import analyse, checks_of
+
+    base = build_report(payload, machine, python, prefix)
+    failed = [c for c in base.checks if c.get("status") == "fail"]
+    if failed or "precisions" not in payload:
+        outcome, summary = verdict(payload) if failed else (FAIL, "the payload reported no training run")
+        return VerifyReport(outcome if failed else FAIL, base.checks, summary, base.data)
+    analysis = analyse(payload)
+    checks = (*base.checks, *checks_of(analysis, payload["precisions"].get("fp32") or {}))
+    data = dict(base.data, analysis=analysis, checks=list(checks))
+    return VerifyReport(analysis["outcome"], checks, analysis["summary"], data)

@@ -47,3 +47,24 @@ def test_error_prints_sanitized(capsys: pytest.CaptureFixture[str]) -> None:
 def test_json_needs_no_sanitize() -> None:
     assert "\x1b" not in output.dump_json({"name": "a\x1b[2Jb"})
     assert json.loads(output.dump_json({"name": "a\x1b[2Jb"}))["name"] == "a\x1b[2Jb"
+
+
+def test_model_verify_output_sanitizes_the_users_names(capsys: pytest.CaptureFixture[str]) -> None:
+    """verify --model prints names from the user's model (module paths, classes): escapes stay visible."""
+    from helpers import FIXTURES
+
+    from envkit.verify.report import build_model_report
+
+    data = json.loads((FIXTURES / "verify" / "model-tiny-eps-norm-cpu.json").read_text())
+    for probe in data["probe"]["fp16"]:
+        if probe["path"] == "norm":
+            probe["class"] = "Norm\x1b]52;c;ZWNobyBQV04=\x07[bold]"
+    data["device"] = "cuda"
+    data["gpus"] = [{"index": 0, "name": "NVIDIA H200", "compute_capability": "9.0"}]
+    for rec in data["precisions"].values():
+        if "losses" in rec:
+            rec["peak_mem_mib"] = 1234.0
+    output.print_model_verify(build_model_report(data, None, "/opt/env/bin/python", None))
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\\x1b]52;c;ZWNobyBQV04=\\x07[bold]" in out
+    assert "PASS:" in out and "1234" in out and "NVIDIA H200" in out
