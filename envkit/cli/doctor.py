@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from envkit.cli.help import examples
 from envkit.cli.options import cc_option, driver_option
 
 if TYPE_CHECKING:
@@ -50,7 +51,10 @@ def _print(reports: list[Any]) -> None:
                 con.print(f"          [bold]fix:[/] {shown(f.fix)}")
 
 
-@click.command()
+@click.command(epilog=examples(
+    ("check dl_train: each problem with the command that fixes it", "envkit doctor dl_train"),
+    ("every environment envkit and conda know about", "envkit doctor --all"),
+    ("as if on the cluster's driver", "envkit doctor dl_train --driver-version 535.104.05")))
 @click.argument("name", required=False, shell_complete=_env_names)
 @click.option("--prefix", default=None, help="Check the environment at this path.")
 @click.option("--all", "all_envs", is_flag=True, help="Check every environment envkit and conda know about.")
@@ -75,7 +79,9 @@ def doctor(name: str | None, prefix: str | None, all_envs: bool, as_json: bool, 
         raise SystemExit(int(ExitCode.PROBLEMS_FOUND))
 
 
-@click.command()
+@click.command(epilog=examples(
+    ("in ~/.bashrc", 'eval "$(envkit completion bash)"'), ("in ~/.zshrc", 'eval "$(envkit completion zsh)"'),
+    ("fish", "envkit completion fish > ~/.config/fish/completions/envkit.fish")))
 @click.argument("shell", type=click.Choice(SHELLS))
 def completion(shell: str) -> None:
     """Print the shell completion script: eval "$(envkit completion bash)" (zsh, fish alike)."""

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from envkit.cli.options import EPILOG, Selectors, check_timeout, from_config, selection_options
+from envkit.cli.help import CUDA_MEANING, examples
+from envkit.cli.options import Selectors, check_timeout, from_config, selection_options
 from envkit.cli.shell import forget_kernels, with_kernel
 from envkit.errors import ExitCode
 
@@ -19,7 +20,12 @@ if TYPE_CHECKING:
     from envkit.create import CreateResult
     from envkit.lock.bundle import Bundle
 
-@click.command(epilog=EPILOG)
+@click.command(epilog=examples(
+    ("this machine: driver, GPUs and the build envkit would pick, with reasons", "envkit detect"),
+    ("plan for another machine (a Docker build, a GPU-less CI runner)",
+     "envkit detect --driver-version 550.54.15 --compute-capability 8.0"),
+    ("every torch x CUDA variant each flavor offers here, usable or why not", "envkit detect --catalogue"),
+    ("the same facts for a script", "envkit detect --json")))
 @selection_options
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (stable keys).")
 @click.option("--catalogue", "show_catalogue", is_flag=True,
@@ -60,7 +66,11 @@ def detect(*, selectors: Selectors, as_json: bool, show_catalogue: bool, mirror:
         output.print_detect(result)
 
 
-@click.command(epilog=EPILOG)
+@click.command(epilog=examples(
+    ("prove dl_train trains with AMP on this machine's GPU", "envkit verify dl_train"),
+    ("the quick checks only, on every GPU, then NCCL + DDP across them", "envkit verify dl_train --quick --all-gpus"),
+    ("any Python with torch, no environment needed", "envkit verify --python /usr/bin/python3"),
+    ("a report for CI (exit 0 PASS, 3 FAIL, 4 SKIPPED)", "envkit verify dl_train --report verify.json")))
 @click.argument("name", required=False)
 @click.option("--prefix", default=None, help="Verify the environment at this path.")
 @click.option("--python", "python_exe", default=None, help="Verify this interpreter (no environment needed).")
@@ -89,7 +99,11 @@ def verify(name: str | None, prefix: str | None, python_exe: str | None, quick: 
     raise SystemExit(int(report.exit_code))
 
 
-@click.command(epilog=EPILOG)
+@click.command(epilog=examples(
+    ("the environment.yml of spec dl_train for this machine", "envkit render dl_train -o environment.yml"),
+    ("a colleague's file adapted to this machine (every change is printed)",
+     "envkit render --from their-environment.yml -o environment.yml"),
+    ("for a CUDA 12.4 machine, through a mirror", "envkit render dl_train --cuda 12.4 --mirror tuna")))
 @click.argument("spec", required=False)
 @click.option("--from", "from_file", type=click.Path(dir_okay=False), default=None,
               help="Adapt an existing environment.yml (a colleague's, or conda env export output) to this machine.")
@@ -128,7 +142,14 @@ def render(spec: str | None, from_file: str | None, spec_path: str | None, outpu
         sys.stdout.write(result.text)
 
 
-@click.command(epilog=EPILOG)
+@click.command(epilog=examples(
+    ("spec dl_train for this machine's GPU, then the AMP smoke test", "envkit create dl_train --cuda auto"),
+    ("spec minimal under another name, for a driver that supports CUDA 12.4",
+     "envkit create myproj --spec minimal --cuda 12.4"),
+    ("show the plan (packages, sizes, channels) and install nothing", "envkit create dl_train --dry-run"),
+    ("without network, from a folder `envkit bundle` wrote on a connected machine",
+     "envkit create dl_train --bundle /media/usb/dl_train"),
+    notes=CUDA_MEANING))
 @click.argument("name")
 @click.option("--spec", "spec", default=None, help="Named spec or spec file (default: NAME if it is a spec, else dl_train).")
 @click.option("--file", "env_file", type=click.Path(exists=True, dir_okay=False), default=None,
@@ -170,13 +191,18 @@ def create(name: str, spec: str | None, env_file: str | None, no_adapt: bool, lo
 
     from envkit.cli import output
     from envkit.create import CreateOptions, create_env
-    from envkit.render.specs import available
+    from envkit.render.specs import spec_for_env
 
+    quiet = quiet or as_json
     bundle = _bundle_of(bundle_dir, bundle_gate, bundle_stage_dir)
     if bundle is not None:
         lock_file = str(bundle.lock_path)
     if spec is None and env_file is None and lock_file is None:
-        spec = name if name in available() else "dl_train"
+        choice = spec_for_env(name)  # a typo of a spec's name stops here (exit 2), before any work
+        spec = choice.spec
+        if not choice.named and not quiet:
+            output.plain(f"spec: {spec} (no spec is named {name}; --spec NAME picks another, envkit list "
+                         "shows them)", err=True)
     for channel in channels:
         from envkit.render.envfile import check_channel
 
@@ -192,7 +218,6 @@ def create(name: str, spec: str | None, env_file: str | None, no_adapt: bool, lo
         argv=("envkit", *sys.argv[1:]) if sys.argv and sys.argv[0].endswith("envkit") else ("envkit", "create", name),
         catalogue=selectors.catalogue_mode(),
     )
-    quiet = quiet or as_json
     on_line = None if quiet else (lambda line: output.plain("  " + line, err=True))
     with output.progress(quiet) as progress:
         if bundle is not None:
@@ -247,7 +272,12 @@ def _exit_for_verify(result: CreateResult, require_gpu: bool) -> None:
                      "trains on a GPU.", err=True)
 
 
-@click.command(epilog=EPILOG)
+@click.command(epilog=examples(
+    ("a portable environment.yml of dl_train for the team", "envkit export dl_train -o environment.yml"),
+    ("only what was asked for, pinned to what is installed", "envkit export dl_train --from-history"),
+    ("every package's URL and sha256", "envkit export dl_train --format explicit -o explicit.txt"),
+    ("a lock file for this and another platform",
+     "envkit export dl_train --format lock --platform linux-64 --platform osx-arm64")))
 @click.argument("name", required=False)
 @click.option("--prefix", default=None, help="Export the environment at this path.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
@@ -315,7 +345,9 @@ def export(name: str | None, prefix: str | None, output: str | None, fmt: str, f
         sys.stdout.write(result.text)
 
 
-@click.command("list", epilog=EPILOG)
+@click.command("list", epilog=examples(
+    ("the environments (torch, build, last verify, path) and the specs", "envkit list"),
+    ("the same for a script", "envkit list --json")))
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def list_cmd(as_json: bool) -> None:
     """Environments made by envkit (with their last verify result) and the specs available."""
@@ -330,7 +362,9 @@ def list_cmd(as_json: bool) -> None:
         output.print_list(data)
 
 
-@click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+               epilog=examples(("train inside dl_train without activating it", "envkit run dl_train -- python train.py"),
+                               ("what torch sees there", "envkit run dl_train -- python -c 'import torch; print(torch.cuda.is_available())'")))
 @click.argument("name")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 def run(name: str, command: tuple[str, ...]) -> None:
@@ -340,7 +374,8 @@ def run(name: str, command: tuple[str, ...]) -> None:
     raise SystemExit(run_in_env(name, list(command)))
 
 
-@click.command()
+@click.command(epilog=examples(("remove dl_train after a confirmation", "envkit remove dl_train"),
+                               ("the same in a script", "envkit remove dl_train --yes")))
 @click.argument("name")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @click.option("--not-envkit", is_flag=True,

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from envkit.config import ENV_VARS
 
 if TYPE_CHECKING:
     from envkit.models import Request
@@ -65,12 +64,6 @@ def check_python(_ctx: click.Context, _param: click.Parameter, value: str | None
     raise click.BadParameter(f"{value!r}: use a Python version like 3.11 or 3.12")
 
 
-EPILOG = "\b\nEnvironment variables:\n" + "\n".join(f"  {k:<22} {v}" for k, v in ENV_VARS.items()) + (
-    "\n\n\b\nPrecedence: command-line flags > ENVKIT_* > CONDA_OVERRIDE_CUDA > detection"
-    "\n\n\b\nExit codes: 0 ok, 1 envkit error, 2 usage error, 3 verify FAILED, 4 verify SKIPPED (no usable GPU), "
-    "5 doctor found problems")
-
-
 def check_timeout(_ctx: click.Context, _param: click.Parameter, value: float) -> float:
     import math
 
@@ -79,7 +72,8 @@ def check_timeout(_ctx: click.Context, _param: click.Parameter, value: float) ->
     return value
 
 
-CUDA_HELP = "auto (detect), cpu, or X.Y: the CUDA level to plan for (default auto)."
+CUDA_HELP = ("auto (detect), cpu, or X.Y: the highest CUDA the target driver supports, not an exact CUDA "
+             "line (default auto).")
 FLAVORS = ("conda-forge", "pytorch", "pip")
 
 
