@@ -276,8 +276,8 @@ def _exit_for_verify(result: CreateResult, require_gpu: bool) -> None:
     ("a portable environment.yml of dl_train for the team", "envkit export dl_train -o environment.yml"),
     ("only what was asked for, pinned to what is installed", "envkit export dl_train --from-history"),
     ("every package's URL and sha256", "envkit export dl_train --format explicit -o explicit.txt"),
-    ("a lock file for this and another platform",
-     "envkit export dl_train --format lock --platform linux-64 --platform osx-arm64")))
+    ("a lock file of its requested packages, solved for Apple silicon",
+     "envkit export dl_train --format lock --platform osx-arm64")))
 @click.argument("name", required=False)
 @click.option("--prefix", default=None, help="Export the environment at this path.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
@@ -364,7 +364,7 @@ def list_cmd(as_json: bool) -> None:
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
                epilog=examples(("train inside dl_train without activating it", "envkit run dl_train -- python train.py"),
-                               ("what torch sees there", "envkit run dl_train -- python -c 'import torch; print(torch.cuda.is_available())'")))
+                               ("the CUDA its torch was built for", "envkit run dl_train -- python -c 'import torch; print(torch.version.cuda)'")))
 @click.argument("name")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 def run(name: str, command: tuple[str, ...]) -> None:

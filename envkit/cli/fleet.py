@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from envkit.cli.help import examples
+from envkit.cli.help import Group, examples
 from envkit.cli.options import (Selectors, apply, cc_option, collect, collect_selectors, cuda_option, driver_option,
                                 flavor_option, python_option, torch_option, what_options)
 
@@ -216,7 +216,7 @@ def bundle(name: str | None, lock_file: str | None, out: str, as_json: bool, spe
         output.plain(f"install it without network: envkit create {result.name} --bundle {target}")
 
 
-@click.group(epilog=examples(
+@click.group(cls=Group, epilog=examples(
     ("every node's driver and GPUs, and the one build they can all run", "envkit fleet detect --partition gpu"),
     ("one verified environment on every node of the partition", "envkit fleet create dl_train --partition gpu"),
     ("the AMP smoke test again, on every node", "envkit fleet verify dl_train --partition gpu"),
@@ -296,7 +296,7 @@ def verify_cmd(name: str | None, prefix: str | None, python_exe: str | None, all
     ("one bundle, installed and verified on every node of partition gpu",
      "envkit fleet create dl_train --partition gpu"),
     ("node-local environments on scratch disks",
-     "envkit fleet create dl_train --partition gpu --prefix /scratch/{node}/envs/dl_train"),
+     "envkit fleet create dl_train --prefix /scratch/{node}/envs/dl_train"),
     ("from a bundle made earlier: the nodes need no network at all",
      "envkit fleet create dl_train --partition gpu --bundle dl_train.bundle"),
     notes=FLEET_NOTES))

@@ -49,7 +49,22 @@ def write_environment(formatter: click.HelpFormatter) -> None:
         formatter.write_dl(list(EXIT_CODES))
 
 
-class RootGroup(click.Group):
+class Group(click.Group):
+    """A group whose command list wraps each verb's summary instead of cutting it at the terminal's width
+    (click shortens it to fit one line, "eval "$(envkit..." at 80 columns)."""
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(limit=10_000)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+class RootGroup(Group):
     """The `envkit` group: its --help ends with the environment block (and no verb repeats it)."""
 
     def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:

@@ -141,6 +141,19 @@ def test_dry_run_prints_the_plan_and_installs_nothing(capsys: pytest.CaptureFixt
     assert any(v.startswith("__cuda=13.0") for v in data["virtual_packages"])
 
 
+def test_a_typo_of_a_spec_name_builds_nothing_and_a_new_name_says_its_spec(
+        capsys: pytest.CaptureFixture[str], server: ChannelServer, isolated: Path) -> None:
+    code, out, err = create(capsys, "minmal", *GPU, "--mirror", server.url, "--no-verify")
+    assert code == 2 and "no spec is named 'minmal': did you mean minimal?" in err, err
+    assert "fix: envkit create minimal" in err and "envkit create minmal --spec minimal" in err
+    assert leftovers(isolated) == [] and server.hits("") == []  # stopped before any request
+    code, out, err = create(capsys, "myproj", *GPU, "--mirror", server.url, "--dry-run")
+    assert code == 0, err
+    assert "spec: dl_train (no spec is named myproj; --spec NAME picks another" in err
+    code, out, err = create(capsys, "myproj", *GPU, "--mirror", server.url, "--dry-run", "-q")
+    assert code == 0 and "spec:" not in err
+
+
 @pytest.mark.parametrize("fault", ["404", "500", "corrupt", "truncate"])
 def test_server_faults_leave_nothing_and_a_rerun_succeeds(capsys: pytest.CaptureFixture[str],
                                                           server: ChannelServer, isolated: Path, fault: str) -> None:
