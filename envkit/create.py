@@ -214,8 +214,11 @@ def _plan_job(opts: CreateOptions, timer: Timer) -> Job:
         envfile, selection, machine, changes = prepare(opts, timer)
         env_text = redact(envfile.render())
     if opts.require_gpu and (selection is None or not selection.is_gpu) and not opts.dry_run:
-        raise EngineError("no GPU build was selected and --require-gpu was given: " +
-                          (selection.reasons[0] if selection else "the file was taken as is"),
+        # the reason that made it a CPU build (no driver, --cuda cpu, an empty CONDA_OVERRIDE_CUDA...), not the
+        # first reason, which says where the catalogue came from
+        why = "the file was taken as is" if selection is None else next(
+            (r for r in selection.reasons if "CPU build" in r), selection.reasons[-1] if selection.reasons else "")
+        raise EngineError("no GPU build was selected and --require-gpu was given: " + why,
                           "run on a GPU machine, or plan for one with --cuda X.Y")
     prefix = (opts.prefix.expanduser().absolute() if opts.prefix else default_prefix(opts.name))
     return Job(envfile, env_text, selection, machine, changes, recreate, prefix, locked)

@@ -80,10 +80,11 @@ def detect(*, selectors: Selectors, as_json: bool, show_catalogue: bool, mirror:
 @click.option("--timeout", type=float, callback=check_timeout, default=300.0, show_default=True,
               help="Kill the payload (and its children) after this many seconds.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--quiet", "-q", is_flag=True, help="One line: the outcome and its reason (no table).")
 @click.option("--report", "report_file", type=click.Path(dir_okay=False), default=None,
               help="Also write the JSON report to this file.")
 def verify(name: str | None, prefix: str | None, python_exe: str | None, quick: bool, device: int | None,
-           all_gpus: bool, timeout: float, as_json: bool, report_file: str | None) -> None:
+           all_gpus: bool, timeout: float, as_json: bool, quiet: bool, report_file: str | None) -> None:
     """Prove an environment trains with AMP on its GPU: PASS (0), FAIL (3) or SKIPPED (4, no GPU)."""
 
     from envkit.cli import output
@@ -94,6 +95,8 @@ def verify(name: str | None, prefix: str | None, python_exe: str | None, quick: 
                         report_file=Path(report_file) if report_file else None)
     if as_json:
         output.plain(output.dump_json(report.to_json()))
+    elif quiet:
+        output.plain(output.verify_line(report))
     else:
         output.print_verify(report)
     raise SystemExit(int(report.exit_code))
@@ -177,7 +180,7 @@ def render(spec: str | None, from_file: str | None, spec_path: str | None, outpu
 @click.option("--not-envkit", is_flag=True, help="With --force: also replace an env envkit cannot prove it made.")
 @click.option("--no-verify", is_flag=True, help="Skip the AMP smoke test after creating.")
 @click.option("--require-gpu", is_flag=True, help="Fail unless a GPU build is selected and verify PASSes.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress output.")
+@click.option("--quiet", "-q", is_flag=True, help="One line per result: no progress, plan, table or banner.")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
 @click.option("--no-kernel", is_flag=True,
               help="Do not register the env as a Jupyter kernel (done when it has ipykernel).")
@@ -229,11 +232,13 @@ def create(name: str, spec: str | None, env_file: str | None, no_adapt: bool, lo
     result = with_kernel(result, name, skip=no_kernel or dry_run)  # issue 14: a Jupyter kernel when it has ipykernel
     if as_json:
         output.plain(output.dump_json(result.to_json()))
+    elif quiet:  # -q: one line per result, no table, no banner
+        output.plain(output.plan_line(result) if dry_run else output.created_line(result))
     elif dry_run:
         output.print_plan(result)
     else:
         output.print_created(result)
-    _exit_for_verify(result, require_gpu)
+    _exit_for_verify(result, require_gpu, notice=as_json)
 
 
 def _bundle_of(bundle_dir: str | None, bundle_gate: bool, stage_dir: str | None) -> Bundle | None:
@@ -254,8 +259,28 @@ def _bundle_of(bundle_dir: str | None, bundle_gate: bool, stage_dir: str | None)
     return load_bundle(where)  # every file's sha256 is checked before anything is installed
 
 
-def _exit_for_verify(result: CreateResult, require_gpu: bool) -> None:
-    """verify FAILED: exit 3; SKIPPED (no usable GPU): exit 4 with --require-gpu, else a notice."""
+def _ref(prefix: Path) -> str:
+    """How verify and remove find this env: its name when that finds it, else its path (quoted)."""
+    import shlex
+
+    from envkit.errors import EnvkitError
+    from envkit.prefix.locations import find_prefix
+
+    try:
+        if find_prefix(prefix.name, None) == prefix:
+            return prefix.name
+    except EnvkitError:
+        pass
+    return shlex.quote(str(prefix))
+
+
+def _exit_for_verify(result: CreateResult, require_gpu: bool, notice: bool = False) -> None:
+    """verify FAILED: exit 3; SKIPPED (no usable GPU): exit 4 with --require-gpu, else exit 0 (the outcome line
+    already said SKIPPED once; with --json, whose stdout is for a program, a notice on stderr says it).
+
+    --require-gpu keeps the environment it built when verify is SKIPPED: it is the GPU build that was asked for,
+    complete, only unproven on this machine (a build for a GPU node, made on a login node, is the usual case),
+    and removing it would throw the download away. The message says so and gives the command that removes it."""
     from envkit.cli import output
 
     if result.verify is None:
@@ -267,9 +292,15 @@ def _exit_for_verify(result: CreateResult, require_gpu: bool) -> None:
         raise SystemExit(int(ExitCode.VERIFY_FAILED))
     if outcome == "SKIPPED":
         if require_gpu:
+            ref = _ref(result.prefix)
+            why = output.verify_why(result.verify)
+            output.error(f"verify was SKIPPED and --require-gpu was given: {why}; the environment was kept at "
+                         f"{result.prefix} (the GPU build asked for, unproven here)",
+                         f"run `envkit verify {ref}` where a GPU is visible, or remove it: envkit remove {ref} --yes")
             raise SystemExit(int(ExitCode.VERIFY_SKIPPED))
-        output.plain("NOTICE: verify was SKIPPED (no usable GPU): the env exists, but nothing proved it "
-                     "trains on a GPU.", err=True)
+        if notice:
+            output.plain("NOTICE: verify was SKIPPED (no usable GPU): the env exists, but nothing proved it "
+                         "trains on a GPU.", err=True)
 
 
 @click.command(epilog=examples(

@@ -167,10 +167,20 @@ def print_verify(report: VerifyReport) -> None:
                       f"[{style}]{c['status'].upper()}[/]", f"{c.get('duration_s', 0):.2f}s", esc(c["explanation"]))
     con.print(table)
     style = _OUTCOME_STYLE[report.outcome]
-    con.print(f"[{style}]{report.outcome}[/]: {esc(report.summary)}")
-    if report.outcome == "SKIPPED":
-        con.print("[bold yellow]!!! SKIPPED is not PASS: no check ran on a GPU. "
-                  "Run on a machine with a visible NVIDIA GPU to prove this environment. !!![/]")
+    con.print(f"[{style}]{report.outcome}[/]: {esc(report.summary)}", soft_wrap=False)
+
+
+SKIPPED_TAIL = ". SKIPPED is not a PASS"  # where verify.report's SKIPPED summary turns from why to what it means
+
+
+def verify_why(report: VerifyReport) -> str:
+    """The outcome's reason alone (a SKIPPED summary without its explanation of SKIPPED)."""
+    return report.summary.split(SKIPPED_TAIL, 1)[0]
+
+
+def verify_line(report: VerifyReport) -> str:
+    """The outcome in one line (verify -q): `SKIPPED: why (not a PASS)`."""
+    return sanitize(f"{report.outcome}: {verify_why(report)}" + (" (not a PASS)" if report.outcome == "SKIPPED" else ""))
 
 
 def human_size(n: int | None) -> str:
@@ -187,6 +197,22 @@ def human_size(n: int | None) -> str:
 def print_changes(result: CreateResult) -> None:
     for change in getattr(result, "changes", ()):
         plain(f"changed: {change}", err=True)
+
+
+def plan_line(result: CreateResult) -> str:
+    """create --dry-run -q: the plan in one line."""
+    return sanitize(f"plan for {result.prefix}: {len(result.packages)} packages"
+                    + (f", {len(result.pip_lines)} pip" if result.pip_lines else "")
+                    + f", {human_size(result.download_bytes)} to download (dry run: nothing was installed)")
+
+
+def created_line(result: CreateResult) -> str:
+    """create -q: the result in one line (what was built, and what verify proved)."""
+    sel = result.selection
+    build = "" if sel is None else (f"torch {sel.torch} " + (f"CUDA {sel.cuda} ({sel.variant})" if sel.cuda else "CPU")
+                                    + f", python {sel.python}: ")
+    proof = "verify skipped (--no-verify)" if result.verify is None else f"verify {verify_line(result.verify)}"
+    return sanitize(f"created {result.prefix}: {build}") + proof
 
 
 def print_plan(result: CreateResult) -> None:
@@ -209,24 +235,37 @@ def print_plan(result: CreateResult) -> None:
 
 
 def print_created(result: CreateResult) -> None:
+    from rich.table import Table
+
     from envkit.shell.activate import next_steps
 
     print_changes(result)
     con = console()
     for note in result.notes:
-        con.print(f"[yellow]note:[/] {esc(note)}")
+        con.print(f"[yellow]note:[/] {esc(note)}", soft_wrap=False)
     phases = ", ".join(f"{k} {v:.2f}s" for k, v in result.phases.items())
     con.print(f"[bold green]created[/] {esc(str(result.prefix))}: {len(result.packages)} conda packages"
-              + (f", {len(result.pip_lines)} pip" if result.pip_lines else "") + f" ({phases})")
+              + (f", {len(result.pip_lines)} pip" if result.pip_lines else "") + f" ({phases})", soft_wrap=False)
     if result.selection is not None:
         sel = result.selection
         con.print(f"  torch {sel.torch} · " + (f"CUDA {sel.cuda} ({sel.variant})" if sel.cuda else "CPU build")
-                  + f" · python {sel.python} · {sel.flavor}")
-    steps = next_steps(result.prefix)
-    width = max(len(command) for command, _ in steps)
+                  + f" · python {sel.python} · {sel.flavor}", soft_wrap=False)
     con.print("  use it:")
-    for command, what in steps:
-        con.print(f"    {esc(command.ljust(width))}   [dim]# {esc(what)}[/]")
+    # the command is never wrapped (it is copied as printed); its comment wraps beside it, or goes above it
+    # when the command leaves it no room at this width
+    steps = next_steps(result.prefix)
+    width = max(len(command) for command, _ in steps) + 4
+    if width + 24 <= con.width:
+        grid = Table.grid(padding=(0, 3))
+        grid.add_column(no_wrap=True)
+        grid.add_column(style="dim")
+        for command, what in steps:
+            grid.add_row("    " + esc(command), f"# {esc(what)}")
+        con.print(grid)
+    else:
+        for command, what in steps:
+            con.print(f"    [dim]# {esc(what)}[/]", soft_wrap=False)
+            con.print(f"    {esc(command)}")
     if result.verify is not None:
         print_verify(result.verify)
     else:

@@ -346,13 +346,38 @@ def test_create_then_verify_is_skipped_not_passed(capsys: pytest.CaptureFixture[
                                                   isolated: Path) -> None:
     pytest.importorskip("torch")
     code, out, err = create(capsys, "checked", "--spec", "minimal", *GPU, "--mirror", server.url)
-    assert code == 0 and "SKIPPED" in out and "NOTICE" in err
+    assert code == 0 and "SKIPPED: no NVIDIA driver on this machine. SKIPPED is not a PASS" in out
+    assert (out + err).count("SKIPPED") == 2 and "!!!" not in out  # said once, in one sentence
     report = json.loads((isolated / "envs" / "checked" / ".envkit" / "verify.json").read_text())
     assert report["outcome"] == "SKIPPED"
     code, out, _ = run_cli(capsys, "list", "--json")
     assert next(e for e in json.loads(out)["environments"] if e["name"] == "checked")["verify"] == "SKIPPED"
-    code, _out, _err = create(capsys, "checked2", "--spec", "minimal", *GPU, "--mirror", server.url, "--require-gpu")
+    code, _out, err = create(capsys, "checked2", "--spec", "minimal", *GPU, "--mirror", server.url, "--require-gpu")
     assert code == 4
+    # the reason verify gave, and the env it kept (the GPU build asked for) with the command that removes it
+    assert "error: verify was SKIPPED and --require-gpu was given: no NVIDIA driver on this machine; the " \
+           f"environment was kept at {isolated / 'envs' / 'checked2'}" in err, err
+    assert "fix: run `envkit verify checked2` where a GPU is visible, or remove it: envkit remove checked2 --yes" in err
+    assert (isolated / "envs" / "checked2" / "conda-meta").is_dir()
+    code, out, err = run_cli(capsys, "remove", "checked2", "--yes")  # the fix, as printed, works
+    assert code == 0 and not (isolated / "envs" / "checked2").exists()
+
+
+def test_quiet_is_one_line_per_result(capsys: pytest.CaptureFixture[str], server: ChannelServer,
+                                      isolated: Path) -> None:
+    pytest.importorskip("torch")
+    code, out, err = create(capsys, "q", "--spec", "minimal", *GPU, "--mirror", server.url, "-q")
+    assert code == 0 and err == "", err
+    assert out == (f"created {isolated / 'envs' / 'q'}: torch 2.13.0 CUDA 13.0 (cuda130), python {PY}: "
+                   "verify SKIPPED: no NVIDIA driver on this machine (not a PASS)\n")
+    code, out, err = run_cli(capsys, "verify", "q", "-q")
+    assert code == 4 and out == "SKIPPED: no NVIDIA driver on this machine (not a PASS)\n" and err == ""
+    code, out, err = create(capsys, "q2", "--spec", "minimal", *GPU, "--mirror", server.url, "-q", "--dry-run")
+    assert code == 0 and err == "" and len(out.splitlines()) == 1
+    assert out.startswith(f"plan for {isolated / 'envs' / 'q2'}: ") and "(dry run: nothing was installed)" in out
+    code, out, err = create(capsys, "q3", "--spec", "minimal", "--mirror", server.url, "-q", "--require-gpu")
+    assert code == 1 and out == ""  # the reason that made it a CPU build, not where the catalogue came from
+    assert "error: no GPU build was selected and --require-gpu was given: no NVIDIA driver found: CPU build" in err
 
 
 def test_sigint_during_install_leaves_nothing(server: ChannelServer, isolated: Path) -> None:
