@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -199,6 +199,19 @@ def print_changes(result: CreateResult) -> None:
         plain(f"changed: {change}", err=True)
 
 
+def channel_names(urls: Iterable[str]) -> dict[str, str]:
+    """A short name per channel URL for a narrow table (its last path part; #2, #3... when two share one)."""
+    names: dict[str, str] = {}
+    for url in dict.fromkeys(urls):
+        base = url.rstrip("/").rsplit("/", 1)[-1] or url
+        name, n = base, 1
+        while name in names.values():
+            n += 1
+            name = f"{base}#{n}"
+        names[url] = name
+    return names
+
+
 def plan_line(result: CreateResult) -> str:
     """create --dry-run -q: the plan in one line."""
     return sanitize(f"plan for {result.prefix}: {len(result.packages)} packages"
@@ -220,18 +233,23 @@ def print_plan(result: CreateResult) -> None:
 
     print_changes(result)
     con = console()
-    table = Table(show_edge=False, title=f"plan for {result.prefix}")
-    for col in ("package", "version", "build", "channel", "size", ""):
-        table.add_column(col)
+    con.print(f"plan for {esc(str(result.prefix))}", soft_wrap=False)  # a table title would not wrap
+    table = Table(show_edge=False)
+    for col in ("package", "version", "build", "channel", "size", ""):  # fold, never cut with an ellipsis
+        table.add_column(col, overflow="fold", no_wrap=col in ("size", ""))
+    short = channel_names(p.channel for p in result.packages)
     for p in sorted(result.packages, key=lambda p: p.name):
-        table.add_row(p.name, p.version, p.build, esc(p.channel), human_size(p.size), "cached" if p.cached else "")
+        table.add_row(p.name, p.version, p.build, esc(short[p.channel]), human_size(p.size),
+                      "cached" if p.cached else "")
     con.print(table)
+    for url, name in short.items():  # the whole URL once, below the table, wrapped rather than cut
+        con.print(f"  channel {esc(name)}: {esc(url)}", soft_wrap=False)
     for line in result.pip_lines:
-        con.print(f"  pip: {esc(line)}")
+        con.print(f"  pip: {esc(line)}", soft_wrap=False)
     if result.virtual_packages:
-        con.print("  solved for: " + esc(" ".join(result.virtual_packages)))
+        con.print("  solved for: " + esc(" ".join(result.virtual_packages)), soft_wrap=False)
     con.print(f"{len(result.packages)} packages, {human_size(result.download_bytes)} to download. "
-              "Dry run: nothing was installed.")
+              "Dry run: nothing was installed.", soft_wrap=False)
 
 
 def print_created(result: CreateResult) -> None:
@@ -357,8 +375,8 @@ def print_list(data: dict[str, Any]) -> None:
     con = console()
     if data["environments"]:
         table = Table(show_edge=False, title="environments")
-        for col in ("name", "torch", "build", "last verify", "prefix"):
-            table.add_column(col)
+        for col in ("name", "torch", "build", "last verify", "prefix"):  # a long prefix folds, whole
+            table.add_column(col, overflow="fold")
         for env in data["environments"]:
             build = (f"CUDA {env['cuda']}" if env["cuda"] else ("CPU" if env["torch"] else "")) + (
                 f" ({env['flavor']})" if env["flavor"] else "")
@@ -378,8 +396,8 @@ def print_list(data: dict[str, Any]) -> None:
     else:
         con.print("no environments yet: envkit create dl_train")
     table = Table(show_edge=False, title="specs")
-    table.add_column("spec")
-    table.add_column("description")
+    table.add_column("spec", overflow="fold")
+    table.add_column("description", overflow="fold")
     for spec in data["specs"]:
         table.add_row(spec["name"], esc(spec["description"]))
     con.print(table)

@@ -154,6 +154,25 @@ def test_a_typo_of_a_spec_name_builds_nothing_and_a_new_name_says_its_spec(
     assert code == 0 and "spec:" not in err
 
 
+def test_the_plan_and_list_wrap_at_80_columns_and_never_cut_a_path_or_channel(
+        capsys: pytest.CaptureFixture[str], server: ChannelServer, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    home = tmp_path / ("a-rather-long-project-folder-name-" * 2) / "envkit-home"  # wider than list's column
+    monkeypatch.setenv("ENVKIT_HOME", str(home))
+    code, out, err = create(capsys, "wide", "--spec", "dl_train", *GPU, "--mirror", server.url, "--dry-run")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert max(map(len, lines)) <= 80 and "…" not in out, out
+    assert "  channel conda-forge: https://conda.anaconda.org/conda-forge" in lines  # the URL whole, once
+    assert all(" conda-forge " in line for line in lines if line.startswith((" pytorch ", " python ")))
+    code, out, err = create(capsys, "wide", "--spec", "minimal", *GPU, "--mirror", server.url, "--no-verify")
+    assert code == 0, err
+    code, out, _err = run_cli(capsys, "list")
+    assert max(map(len, out.splitlines())) <= 80 and "…" not in out, out
+    assert str(home / "envs" / "wide") in "".join(line.rsplit("│", 1)[-1].strip() for line in out.splitlines())
+
+
 @pytest.mark.parametrize("fault", ["404", "500", "corrupt", "truncate"])
 def test_server_faults_leave_nothing_and_a_rerun_succeeds(capsys: pytest.CaptureFixture[str],
                                                           server: ChannelServer, isolated: Path, fault: str) -> None:
