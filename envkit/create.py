@@ -31,7 +31,7 @@ from envkit.engines.pip import pip_index_env
 from envkit.errors import EngineError, EnvExistsError, EnvkitError, UsageError
 from envkit.lock.file import Lock, LockedPlatform
 from envkit.models import Machine, Selection
-from envkit.plan import prepare, recreate_envfile, recreate_source
+from envkit.plan import differences, prepare, recreate_envfile, recreate_source
 from envkit.prefix import records
 from envkit.prefix.condarc import register_env
 from envkit.prefix.locations import check_name, default_prefix
@@ -162,15 +162,38 @@ class Job:
     locked: tuple[Lock, LockedPlatform] | None = None  # a lock's (Lock, platform entry), read once
 
 
+@dataclass(frozen=True)
+class Plan:
+    """What create is about to install, known after the solve and before any download: the CLI shows it
+    (the build and why, how many packages, how much to download, where it differs from what was asked)."""
+
+    prefix: Path
+    selection: Selection | None
+    packages: tuple[PlannedPackage, ...]
+    pip_lines: tuple[str, ...]
+    differences: tuple[str, ...]
+    dry_run: bool
+
+    @property
+    def download_bytes(self) -> int:
+        return sum(p.size or 0 for p in self.packages if not p.cached)
+
+    @property
+    def cached(self) -> int:
+        return sum(1 for p in self.packages if p.cached)
+
+
 def create_env(opts: CreateOptions, progress: Progress | None = None,
-               on_line: Callable[[str], None] | None = None) -> CreateResult:
+               on_line: Callable[[str], None] | None = None,
+               on_plan: Callable[[Plan], None] | None = None) -> CreateResult:
     check_name(opts.name)
     if opts.engine not in ENGINES:
         raise UsageError(f"unknown engine {opts.engine!r}", f"use one of {', '.join(ENGINES)}")
     timer = Timer()
     job = _plan_job(opts, timer)
     if opts.dry_run:
-        return _engine_run(opts, job, timer=timer, notes=[], replacing=False, progress=progress, on_line=on_line)
+        return _engine_run(opts, job, timer=timer, notes=[], replacing=False, progress=progress, on_line=on_line,
+                           on_plan=on_plan)
     waited: list[str] = []
 
     def on_wait(message: str) -> None:
@@ -185,7 +208,7 @@ def create_env(opts: CreateOptions, progress: Progress | None = None,
             notes = [*waited, *sweep(job.prefix.parent, held_name=job.prefix.name)]
             replacing = check_target(job.prefix, opts.force, opts.not_envkit)
             return _engine_run(opts, job, timer=timer, notes=notes, replacing=replacing, progress=progress,
-                               on_line=on_line)
+                               on_line=on_line, on_plan=on_plan)
     except OSError as exc:
         raise filesystem_error(exc, job.prefix) from exc
 
@@ -238,12 +261,16 @@ def filesystem_error(exc: OSError, prefix: Path) -> EnvkitError:
 
 
 def _engine_run(opts: CreateOptions, job: Job, *, timer: Timer, notes: list[str], replacing: bool,
-                progress: Progress | None, on_line: Callable[[str], None] | None) -> CreateResult:
+                progress: Progress | None, on_line: Callable[[str], None] | None,
+                on_plan: Callable[[Plan], None] | None = None) -> CreateResult:
     """One flow for every engine (engines/base.py Engine): plan and guard, then build and settle under
     the target lock (a dry run stops after the plan)."""
     engine, envfile, cuda = _make_engine(opts, job, progress, on_line)
     notes.extend(engine.notes)  # what setting the engine up decided (which channels, which credentials)
     packages, specs = _plan(opts, engine, job, envfile, timer)
+    if on_plan is not None:  # before any download
+        on_plan(Plan(job.prefix, job.selection, packages, tuple(envfile.pip),
+                     differences(opts.request, job.selection), opts.dry_run))
     if opts.dry_run:
         return CreateResult(job.prefix, packages, job.selection, job.machine, timer.phases, True, job.env_text,
                             pip_lines=envfile.pip, engine=engine.name, notes=tuple(notes), changes=job.changes,

@@ -221,14 +221,15 @@ def create(name: str, spec: str | None, env_file: str | None, no_adapt: bool, lo
         argv=("envkit", *sys.argv[1:]) if sys.argv and sys.argv[0].endswith("envkit") else ("envkit", "create", name),
         catalogue=selectors.catalogue_mode(),
     )
-    on_line = None if quiet else (lambda line: output.plain("  " + line, err=True))
+    on_line = None if quiet else (lambda line: output.line("  " + line))
     with output.progress(quiet) as progress:
         if bundle is not None:
             from envkit.lock.bundle import create_from_bundle
 
             result = create_from_bundle(opts, bundle, progress=progress, on_line=on_line)
         else:
-            result = create_env(opts, progress=progress, on_line=on_line)
+            result = create_env(opts, progress=progress, on_line=on_line,
+                                on_plan=None if quiet else output.print_plan_header)
     result = with_kernel(result, name, skip=no_kernel or dry_run)  # issue 14: a Jupyter kernel when it has ipykernel
     if as_json:
         output.plain(output.dump_json(result.to_json()))

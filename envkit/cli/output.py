@@ -19,7 +19,7 @@ from envkit.models import DetectResult, Machine, Selection
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from envkit.create import CreateResult
+    from envkit.create import CreateResult, Plan
     from envkit.engines.rattler_engine import Progress
     from envkit.verify.report import VerifyReport
 
@@ -61,10 +61,23 @@ def esc(text: str) -> str:
     return escape(text)
 
 
+_LIVE: list[Console] = []  # the stderr console of the live progress display, while one runs
+
+
 def console(stderr: bool = False) -> Console:
+    """A console for stdout or stderr; while a live progress display runs, stderr is its console, so a line
+    printed then lands above the bars instead of on the bar's own line."""
     from rich.console import Console
 
+    if stderr and _LIVE:
+        return _LIVE[-1]
     return Console(stderr=stderr, highlight=False, soft_wrap=True)
+
+
+def line(text: str, err: bool = True) -> None:
+    """A line from a child process or a step (pip, the verify payload): wrapped at spaces to the terminal's
+    width, control characters made visible, no markup."""
+    console(stderr=err).print(esc(sanitize(text)), soft_wrap=False)
 
 
 def print_detect(result: DetectResult) -> None:
@@ -212,6 +225,41 @@ def channel_names(urls: Iterable[str]) -> dict[str, str]:
     return names
 
 
+def hanging(con: Console, head: str, text: str) -> None:
+    """`head` then `text` (markup-escaped by the caller), later lines indented under the text, not at column 0."""
+    from rich.table import Table
+
+    grid = Table.grid()
+    grid.add_column(no_wrap=True)
+    grid.add_column()
+    grid.add_row(head, text)
+    con.print(grid)
+
+
+def print_plan_header(plan: Plan) -> None:
+    """create, after the solve and before any download (stderr, beside the progress): the build and why,
+    the package count and download size, and where it differs from what was asked."""
+    con = console(stderr=True)
+    sel = plan.selection
+    if sel is not None:
+        build = f"CUDA {sel.cuda} ({sel.variant})" if sel.cuda else "CPU only"
+        con.print(f"[bold]plan:[/] torch {esc(sel.torch)} · {esc(build)} · python {esc(sel.python)} · "
+                  f"{esc(sel.flavor)}", soft_wrap=False)
+        for reason in sel.reasons:
+            hanging(con, "  - ", esc(reason))
+    else:
+        con.print("[bold]plan:[/] the file's packages as they are (no selection)", soft_wrap=False)
+    if plan.packages:
+        cached = f", {plan.cached} already cached" if plan.cached else ""
+        pip = f"; then {len(plan.pip_lines)} pip line(s)" if plan.pip_lines else ""
+        con.print(f"  {len(plan.packages)} conda packages, {human_size(plan.download_bytes)} to download"
+                  f"{cached}{pip}", soft_wrap=False)
+    else:
+        con.print("  packages: solved by the engine during the install", soft_wrap=False)
+    for difference in plan.differences:
+        hanging(con, "  ! ", f"[bold yellow]differs from what was asked:[/] {esc(difference)}")
+
+
 def plan_line(result: CreateResult) -> str:
     """create --dry-run -q: the plan in one line."""
     return sanitize(f"plan for {result.prefix}: {len(result.packages)} packages"
@@ -344,9 +392,11 @@ class _RichProgress:
 
     def __enter__(self) -> Progress:
         self.bar.start()
+        _LIVE.append(self.bar.console)
         return self.progress
 
     def __exit__(self, *exc: Any) -> None:
+        _LIVE.remove(self.bar.console)
         self.bar.stop()
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -171,6 +172,39 @@ def test_the_plan_and_list_wrap_at_80_columns_and_never_cut_a_path_or_channel(
     code, out, _err = run_cli(capsys, "list")
     assert max(map(len, out.splitlines())) <= 80 and "…" not in out, out
     assert str(home / "envs" / "wide") in "".join(line.rsplit("│", 1)[-1].strip() for line in out.splitlines())
+
+
+def test_create_shows_its_plan_before_any_download(capsys: pytest.CaptureFixture[str], server: ChannelServer,
+                                                  isolated: Path) -> None:
+    code, _out, err = create(capsys, "p124", "--spec", "minimal", "--cuda", "12.4", "--mirror", server.url,
+                             "--no-verify")
+    assert code == 0, err
+    plan = err.split("install...", 1)[0]  # the plain phase lines: everything before the install starts
+    assert "plan: torch 2.13.0 · CUDA 12.9 (cuda129) · python" in plan
+    assert "  - CUDA 12.9: torch 2.13 has no conda-forge build <= CUDA 12.4" in plan  # the reasons, one a line
+    assert re.search(r"\n  \d+ conda packages, [0-9.]+ (B|KiB|MiB) to download", plan), plan
+    assert "! differs from what was asked: --cuda 12.4 is the driver's CUDA level, not a CUDA line: CUDA 12.9" \
+        in " ".join(plan.split())  # wrapped at the width (80 when not a terminal)
+    code, _out, err = create(capsys, "pcpu", "--spec", "minimal", "--mirror", server.url, "--no-verify")
+    assert code == 0, err
+    assert "plan: torch 2.13.0 · CPU only" in err
+    assert "differs from what was asked: a CPU build is installed (no NVIDIA driver found); to build for a GPU " \
+           "machine from here pass --cuda X.Y" in " ".join(err.split())
+
+
+def test_the_plan_is_known_before_a_single_archive_is_fetched(server: ChannelServer, isolated: Path) -> None:
+    from envkit.create import Plan, create_env
+    from envkit.engines.base import CreateOptions
+    from envkit.models import Request
+
+    seen: list[tuple[Plan, int]] = []
+    opts = CreateOptions(name="early", spec="minimal", request=Request(cuda="13.0", python=PY), mirror=server.url,
+                         no_verify=True)
+    result = create_env(opts, on_plan=lambda plan: seen.append((plan, len(server.hits(".conda")))))
+    (plan, fetched), = seen
+    assert fetched == 0 and server.hits(".conda")  # nothing was downloaded when the plan was shown; then it was
+    assert plan.download_bytes == result.download_bytes > 0 and plan.cached == 0
+    assert {p.name for p in plan.packages} == {p.name for p in result.packages} and plan.differences == ()
 
 
 @pytest.mark.parametrize("fault", ["404", "500", "corrupt", "truncate"])
