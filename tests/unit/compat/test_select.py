@@ -202,3 +202,11 @@ def test_catalogue_says_highest_only_of_the_variant_select_takes() -> None:
     assert select(machine, Request(cuda="12.9", torch="2.13")).variant == "cuda129"  # as the row says
     highest = [r for r in rows.values() if "the highest" in str(r["why"]) and "envkit picks" not in str(r["why"])]
     assert all(r["variant"] == select(machine, Request(torch=str(r["torch"]))).variant for r in highest)
+
+
+def test_cuda_x_y_is_the_drivers_level_so_12_4_gets_cuda129_on_conda_forge() -> None:
+    """README "Create" and create --help: --cuda 12.4 is a driver level; conda-forge's torch 2.13 has no build
+    <= 12.4, so the 12.9 build it runs through minor version compatibility is chosen, and said so."""
+    sel = select(m(None, "9.0"), Request(cuda="12.4", torch="2.13"))
+    assert (sel.cuda, sel.variant, sel.minor_version_compat) == ("12.9", "cuda129", True)
+    assert any("minor version compatibility" in r for r in sel.reasons)
