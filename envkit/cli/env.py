@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 import click
 
 from envkit.cli.help import CUDA_MEANING, examples
-from envkit.cli.options import Selectors, check_timeout, from_config, selection_options
+from envkit.cli.options import (Selectors, check_timeout, complete_envs, complete_specs, from_config,
+                                selection_options)
 from envkit.cli.shell import forget_kernels, with_kernel
 from envkit.errors import ExitCode
 
@@ -71,7 +72,7 @@ def detect(*, selectors: Selectors, as_json: bool, show_catalogue: bool, mirror:
     ("the quick checks only, on every GPU, then NCCL + DDP across them", "envkit verify dl_train --quick --all-gpus"),
     ("any Python with torch, no environment needed", "envkit verify --python /usr/bin/python3"),
     ("a report for CI (exit 0 PASS, 3 FAIL, 4 SKIPPED)", "envkit verify dl_train --report verify.json")))
-@click.argument("name", required=False)
+@click.argument("name", required=False, shell_complete=complete_envs)
 @click.option("--prefix", default=None, help="Verify the environment at this path.")
 @click.option("--python", "python_exe", default=None, help="Verify this interpreter (no environment needed).")
 @click.option("--quick", is_flag=True, help="Skip the speed, memory and TFLOP/s measurements.")
@@ -107,7 +108,7 @@ def verify(name: str | None, prefix: str | None, python_exe: str | None, quick: 
     ("a colleague's file adapted to this machine (every change is printed)",
      "envkit render --from their-environment.yml -o environment.yml"),
     ("for a CUDA 12.4 machine, through a mirror", "envkit render dl_train --cuda 12.4 --mirror tuna")))
-@click.argument("spec", required=False)
+@click.argument("spec", required=False, shell_complete=complete_specs)
 @click.option("--from", "from_file", type=click.Path(dir_okay=False), default=None,
               help="Adapt an existing environment.yml (a colleague's, or conda env export output) to this machine.")
 @click.option("--spec", "spec_path", type=click.Path(dir_okay=False), default=None,
@@ -153,7 +154,7 @@ def render(spec: str | None, from_file: str | None, spec_path: str | None, outpu
     ("without network, from a folder `envkit bundle` wrote on a connected machine",
      "envkit create dl_train --bundle /media/usb/dl_train"),
     notes=CUDA_MEANING))
-@click.argument("name")
+@click.argument("name", shell_complete=complete_specs)
 @click.option("--spec", "spec", default=None, help="Named spec or spec file (default: NAME if it is a spec, else dl_train).")
 @click.option("--file", "env_file", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Create from this environment.yml (adapted to this machine unless --no-adapt).")
@@ -310,7 +311,7 @@ def _exit_for_verify(result: CreateResult, require_gpu: bool, notice: bool = Fal
     ("every package's URL and sha256", "envkit export dl_train --format explicit -o explicit.txt"),
     ("a lock file of its requested packages, solved for Apple silicon",
      "envkit export dl_train --format lock --platform osx-arm64")))
-@click.argument("name", required=False)
+@click.argument("name", required=False, shell_complete=complete_envs)
 @click.option("--prefix", default=None, help="Export the environment at this path.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
               help="Write here (atomically) instead of stdout.")
@@ -397,7 +398,7 @@ def list_cmd(as_json: bool) -> None:
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
                epilog=examples(("train inside dl_train without activating it", "envkit run dl_train -- python train.py"),
                                ("the CUDA its torch was built for", "envkit run dl_train -- python -c 'import torch; print(torch.version.cuda)'")))
-@click.argument("name")
+@click.argument("name", shell_complete=complete_envs)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 def run(name: str, command: tuple[str, ...]) -> None:
     """Run COMMAND with the environment activated: envkit run NAME -- python train.py"""
@@ -408,7 +409,7 @@ def run(name: str, command: tuple[str, ...]) -> None:
 
 @click.command(epilog=examples(("remove dl_train after a confirmation", "envkit remove dl_train"),
                                ("the same in a script", "envkit remove dl_train --yes")))
-@click.argument("name")
+@click.argument("name", shell_complete=complete_envs)
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @click.option("--not-envkit", is_flag=True,
               help="Also remove an env envkit cannot prove it made (conda-made, copied, other ENVKIT_HOME).")

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from envkit.cli.help import Group, examples
-from envkit.cli.options import (Selectors, apply, cc_option, collect, collect_selectors, cuda_option, driver_option,
+from envkit.cli.options import (Selectors, apply, cc_option, collect, collect_selectors, complete_envs,
+                                complete_envs_and_specs, complete_specs, cuda_option, driver_option,
                                 flavor_option, python_option, torch_option, what_options)
 
 if TYPE_CHECKING:
@@ -173,7 +174,7 @@ def _create_options(name: str, spec: str | None, request: Request, flavor_given:
     ("the exact packages of an existing environment", "envkit bundle dl_train -o dl_train.bundle"),
     ("then, on the machine without network", "envkit create dl_train --bundle dl_train.bundle"),
     notes="Exit codes: 0 ok, 1 envkit error, 2 usage error."))
-@click.argument("name", required=False)
+@click.argument("name", required=False, shell_complete=complete_envs_and_specs)
 @click.option("--lock", "lock_file", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Bundle exactly this lock file (envkit lock / export --format lock / pixi.lock).")
 @click.option("-o", "--output", "out", type=click.Path(file_okay=False), required=True,
@@ -260,7 +261,7 @@ def detect_cmd(*, nodes: Nodes, selectors: Selectors, per_partition: bool, as_js
     ("the AMP smoke test on 4 nodes of partition gpu", "envkit fleet verify dl_train --partition gpu --nodes 4"),
     ("every GPU of each node, then NCCL + DDP", "envkit fleet verify dl_train --partition gpu --all-gpus"),
     notes=FLEET_NOTES))
-@click.argument("name", required=False)
+@click.argument("name", required=False, shell_complete=complete_envs)
 @click.option("--prefix", default=None, help="Verify the env at this path on each node ({node} = the node's name).")
 @click.option("--python", "python_exe", default=None, help="Verify this interpreter on each node (no env needed).")
 @click.option("--all-gpus", is_flag=True, help="Check every GPU of each node, then NCCL + DDP across them.")
@@ -300,7 +301,7 @@ def verify_cmd(name: str | None, prefix: str | None, python_exe: str | None, all
     ("from a bundle made earlier: the nodes need no network at all",
      "envkit fleet create dl_train --partition gpu --bundle dl_train.bundle"),
     notes=FLEET_NOTES))
-@click.argument("name")
+@click.argument("name", shell_complete=complete_specs)
 @click.option("--bundle", "bundle_dir", type=click.Path(exists=True, file_okay=False), default=None,
               help="Install this existing bundle (no detect, no solve): nodes need no network at all.")
 @click.option("--bundle-dir", "bundle_out", type=click.Path(file_okay=False), default=None,

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from envkit.cli.help import examples
-from envkit.cli.options import Selectors, from_config, selection_options
+from envkit.cli.options import Selectors, complete_specs, from_config, selection_options
 
 if TYPE_CHECKING:
     from envkit.lock.solve import LockResult
@@ -50,7 +50,7 @@ def write_result(result: LockResult, output: str | None, version: int) -> None:
     ("a colleague's environment.yml, for a CUDA 12.4 cluster",
      "envkit lock --file environment.yml --cuda 12.4 --platform linux-64"),
     ("install this machine's platform from it, no solve", "envkit create dl_train --lock envkit.lock")))
-@click.argument("name", required=False)
+@click.argument("name", required=False, shell_complete=complete_specs)
 @click.option("--spec", "spec", default=None, help="Named spec or spec file (default: NAME).")
 @click.option("--file", "env_file", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Lock this environment.yml (adapted to the selection unless --no-adapt).")

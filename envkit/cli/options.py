@@ -64,6 +64,30 @@ def check_python(_ctx: click.Context, _param: click.Parameter, value: str | None
     raise click.BadParameter(f"{value!r}: use a Python version like 3.11 or 3.12")
 
 
+def complete_envs(_ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[Any]:
+    """Shell completion of an environment NAME: the environments envkit and conda know about."""
+    from click.shell_completion import CompletionItem
+
+    from envkit.prefix.locations import list_envs
+
+    names = sorted({p.name for p in list_envs()})
+    return [CompletionItem(n, help="environment") for n in names if n.startswith(incomplete)]
+
+
+def complete_specs(_ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[Any]:
+    """Shell completion of a spec name (envs/, the user's spec folder, $ENVKIT_SPEC_PATH)."""
+    from click.shell_completion import CompletionItem
+
+    from envkit.render.specs import available
+
+    return [CompletionItem(n, help="spec") for n in sorted(available()) if n.startswith(incomplete)]
+
+
+def complete_envs_and_specs(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
+    """`envkit bundle NAME`: an existing environment, or a spec to solve."""
+    return [*complete_envs(ctx, param, incomplete), *complete_specs(ctx, param, incomplete)]
+
+
 def check_timeout(_ctx: click.Context, _param: click.Parameter, value: float) -> float:
     import math
 
