@@ -109,8 +109,9 @@ def verify(name: str | None, prefix: str | None, python_exe: str | None, quick: 
      "envkit render --from their-environment.yml -o environment.yml"),
     ("for a CUDA 12.4 machine, through a mirror", "envkit render dl_train --cuda 12.4 --mirror tuna")))
 @click.argument("spec", required=False, shell_complete=complete_specs)
-@click.option("--from", "from_file", type=click.Path(dir_okay=False), default=None,
-              help="Adapt an existing environment.yml (a colleague's, or conda env export output) to this machine.")
+@click.option("--from", "--file", "from_file", type=click.Path(dir_okay=False), default=None,
+              help="Adapt an existing environment.yml (a colleague's, or conda env export output) to this machine "
+                   "(--file, as create and lock call it, is the same option).")
 @click.option("--spec", "spec_path", type=click.Path(dir_okay=False), default=None,
               help="Use this spec file instead of a named one.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,

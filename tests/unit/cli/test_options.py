@@ -118,3 +118,6 @@ def test_an_option_name_means_the_same_on_every_verb_it_appears_on() -> None:
     assert not differing, differing
     assert {alias: names for alias, names in shorts.items() if len(names) > 1} == {}
     assert seen["--json"] and seen["--quiet"] and seen["--prefix"]  # the walk saw the shared options
+    # one name for "an environment.yml to start from": render's --from is also --file, as on create and lock
+    assert {"render", "create", "lock", "bundle", "fleet create"} <= {v for verbs in seen["--file"].values()
+                                                                      for v in verbs}
