@@ -285,6 +285,8 @@ def _engine_run(opts: CreateOptions, job: Job, *, timer: Timer, notes: list[str]
         installed = built[-1].packages
         if not engine.whole_file:
             if envfile.pip:
+                if progress is not None:
+                    progress.phase("pip")
                 with timer.phase("pip"):
                     pip_installed[:] = _run_pip(target, envfile.pip, job.selection, on_line)
                 _fix_shebangs(target, target, job.prefix)
@@ -297,7 +299,8 @@ def _engine_run(opts: CreateOptions, job: Job, *, timer: Timer, notes: list[str]
 
     with interrupting():
         report, restored = install_and_settle(opts, job.prefix, build, replacing, timer, notes,
-                                              in_place=engine.in_place)
+                                              in_place=engine.in_place,
+                                              on_phase=progress.phase if progress is not None else None)
     if not restored:
         register_env(job.prefix)  # ~/.conda/environments.txt, as conda does: `conda env list` shows it
         update_meta_phases(job.prefix, timer)
@@ -372,7 +375,8 @@ def _plan(opts: CreateOptions, engine: Engine, job: Job, envfile: EnvFile,
 
 
 def install_and_settle(opts: CreateOptions, prefix: Path, build: Callable[[Path], None], replacing: bool, timer: Timer,
-                       notes: list[str], in_place: bool = False) -> tuple[VerifyReport | None, bool]:
+                       notes: list[str], in_place: bool = False,
+                       on_phase: Callable[[str], None] | None = None) -> tuple[VerifyReport | None, bool]:
     """Build in a locked staging folder, mark it envkit's, move it in with a rename that never
     overwrites, then verify. With --force the old env is moved aside (locked) just before the move-in
     and deleted only once the new env did not FAIL verify; a FAIL, a broken verify, Ctrl-C or a failed
@@ -406,6 +410,8 @@ def install_and_settle(opts: CreateOptions, prefix: Path, build: Callable[[Path]
         timer.phases["download"] = timer.phases.pop("download+link", 0.0)
         report = None
         if not opts.no_verify:
+            if on_phase is not None:
+                on_phase("verify")
             with timer.phase("verify"):
                 report = verify_env(prefix=str(prefix), timeout=opts.verify_timeout, quick=True)
     except BaseException as exc:

@@ -62,6 +62,7 @@ def esc(text: str) -> str:
 
 
 _LIVE: list[Console] = []  # the stderr console of the live progress display, while one runs
+_ROWS: list[_RichProgress] = []  # that display, for the child lines that name its current step
 
 
 def console(stderr: bool = False) -> Console:
@@ -78,6 +79,8 @@ def line(text: str, err: bool = True) -> None:
     """A line from a child process or a step (pip, the verify payload): wrapped at spaces to the terminal's
     width, control characters made visible, no markup."""
     console(stderr=err).print(esc(sanitize(text)), soft_wrap=False)
+    if _ROWS:
+        _ROWS[-1].step(text)
 
 
 def print_detect(result: DetectResult) -> None:
@@ -339,6 +342,8 @@ def print_created(result: CreateResult) -> None:
 
 
 class _PlainProgress:
+    """Not a terminal: one plain line as each phase starts (solve..., install..., pip..., verify...)."""
+
     def __init__(self) -> None:
         from envkit.engines.rattler_engine import Progress
 
@@ -351,33 +356,69 @@ class _PlainProgress:
         return None
 
 
+# what a pip output line says it is doing, for the live row: "Collecting transformers", "Installing ..."
+_PIP_STEP = re.compile(r"^\s*(Collecting|Downloading|Processing|Building wheel for|Installing collected packages:|"
+                       r"Successfully installed)\s*(\S*)")
+
+
 class _RichProgress:
+    """One live row per phase on a terminal: solve, download (bytes, rate, time left), link (packages), pip
+    (the current package), verify (the smoke test); rows of phases that did not happen stay hidden."""
+
     def __init__(self) -> None:
-        from rich.progress import BarColumn, Progress as Bar, SpinnerColumn, TextColumn
+        import time
+
+        from rich.progress import BarColumn, Progress as Bar, SpinnerColumn, TextColumn, TimeElapsedColumn
 
         from envkit.engines.rattler_engine import Progress
 
-        self.bar = Bar(SpinnerColumn(), TextColumn("{task.description:<9}"), BarColumn(),
-                       TextColumn("{task.fields[detail]}"), console=console(stderr=True), transient=True)
+        self.bar = Bar(SpinnerColumn(), TextColumn("{task.description:<9}"), BarColumn(bar_width=24),
+                       TimeElapsedColumn(), TextColumn("{task.fields[detail]}"), console=console(stderr=True),
+                       transient=True)
         self.solve = self.bar.add_task("solve", total=None, detail="")
-        self.download = self.bar.add_task("download", total=None, visible=False, detail="")
-        self.link = self.bar.add_task("link", total=None, visible=False, detail="")
+        # a row's clock starts when its phase does (start_task), not when the display does
+        self.download = self.bar.add_task("download", total=None, visible=False, detail="", start=False)
+        self.link = self.bar.add_task("link", total=None, visible=False, detail="", start=False)
+        self.pip = self.bar.add_task("pip", total=None, visible=False, detail="", start=False)
+        self.verify = self.bar.add_task("verify", total=None, visible=False, detail="", start=False)
+        self.current: int | None = None
         self.bytes = [0, 0]
         self.links = [0, 0]
+        self.started = time.monotonic()
+
+        def done(task: Any, detail: str = "done") -> None:
+            self.bar.update(task, total=1, completed=1, detail=detail)
 
         def phase(name: str) -> None:
             if name == "install":
-                self.bar.update(self.solve, total=1, completed=1, detail="done")
-                self.bar.update(self.download, visible=True)
+                done(self.solve)
+                self.started = time.monotonic()
+                self.bar.update(self.download, visible=True, detail="nothing to download" if not self.bytes[1] else
+                                f"0 / {human_size(self.bytes[1])}")
                 self.bar.update(self.link, visible=True)
+                self.bar.start_task(self.download)
+                self.bar.start_task(self.link)
+            elif name in ("pip", "verify"):
+                for task in (self.solve, self.download, self.link, self.pip):
+                    if self.bar.tasks[task].visible and not self.bar.tasks[task].finished:
+                        done(task, self.bar.tasks[task].fields.get("detail") or "done")
+                self.current = self.pip if name == "pip" else self.verify
+                self.bar.start_task(self.current)
+                self.bar.update(self.current, visible=True, detail=(
+                    "resolving the pip section" if name == "pip" else "the AMP smoke test, by the env's own python"))
 
         def download_total(n: int) -> None:
             self.bytes[1] = n
-            self.bar.update(self.download, total=n or None, detail=f"0 / {human_size(n)}")
+            self.bar.update(self.download, total=n or None, detail=f"0 / {human_size(n)}" if n else
+                            "nothing to download")
 
         def download_bytes(n: int) -> None:
             self.bytes[0] += n
-            self.bar.update(self.download, advance=n, detail=f"{human_size(self.bytes[0])} / {human_size(self.bytes[1])}")
+            spent = max(time.monotonic() - self.started, 1e-3)
+            rate = self.bytes[0] / spent
+            left = (self.bytes[1] - self.bytes[0]) / rate if rate and self.bytes[1] > self.bytes[0] else 0.0
+            self.bar.update(self.download, advance=n, detail=f"{human_size(self.bytes[0])} / {human_size(self.bytes[1])}"
+                            f", {human_size(int(rate))}/s" + (f", {left:.0f} s left" if left >= 1 else ""))
 
         def link_total(n: int) -> None:
             self.links[1] = n
@@ -390,12 +431,20 @@ class _RichProgress:
         self.progress = Progress(phase=phase, download_total=download_total, download_bytes=download_bytes,
                                  link_total=link_total, linked=linked)
 
+    def step(self, text: str) -> None:
+        """A child's line (pip's): the current package on the phase's row."""
+        match = _PIP_STEP.match(text)
+        if self.current == self.pip and match:
+            self.bar.update(self.pip, detail=sanitize(f"{match.group(1)} {match.group(2)}".strip())[:40])
+
     def __enter__(self) -> Progress:
         self.bar.start()
         _LIVE.append(self.bar.console)
+        _ROWS.append(self)
         return self.progress
 
     def __exit__(self, *exc: Any) -> None:
+        _ROWS.remove(self)
         _LIVE.remove(self.bar.console)
         self.bar.stop()
 

@@ -207,6 +207,46 @@ def test_the_plan_is_known_before_a_single_archive_is_fetched(server: ChannelSer
     assert {p.name for p in plan.packages} == {p.name for p in result.packages} and plan.differences == ()
 
 
+def test_the_live_display_shows_each_phase_on_a_terminal(server: ChannelServer, isolated: Path) -> None:
+    """Read through a pseudo-terminal of 80 columns: one row per phase, the pip row names what pip is doing,
+    the verify row says what runs, and no row is the old spinning "download 0 / 0 B"."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    pytest.importorskip("torch")
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 80, 0, 0))
+    argv = [sys.executable, "-m", "envkit", "create", "live", "--spec", "dl_train", *GPU, "--python", PY,
+            "--mirror", server.url]
+    env = dict(os.environ, TERM="xterm-256color", COLUMNS="80")
+    child = subprocess.Popen(argv, stdin=follower, stdout=follower, stderr=follower, env=env, close_fds=True)
+    os.close(follower)
+    seen = bytearray()
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(leader)
+    assert child.wait(timeout=600) == 0, seen.decode(errors="replace")[-3000:]
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", seen.decode(errors="replace"))
+    assert "plan: torch 2.13.0 · CUDA 13.0 (cuda130)" in text  # the plan, above the live rows
+    for row in ("solve", "download", "link", "pip", "verify"):
+        assert re.search(rf"(?m)^. {row} +━", text) or re.search(rf"(?m)^  {row} +━", text), row
+    assert re.search(r"download +━+ \d:\d\d:\d\d [0-9.]+ (B|KiB|MiB) / [0-9.]+ (B|KiB|MiB), [0-9.]+ \S+/s", text)
+    assert re.search(r"link +━+ \d:\d\d:\d\d \d+/\d+ packages", text)
+    pip_rows = set(re.findall(r"pip +━+ \d:\d\d:\d\d ([^\r\n]*)", text))
+    assert "resolving the pip section" in text  # then what pip says it is doing (its last step stays shown)
+    assert any(r.startswith(("Collecting", "Downloading", "Installing", "Successfully")) for r in pip_rows), pip_rows
+    assert "the AMP smoke test, by the env's own python" in text
+    assert "0 / 0 B" not in text and "SKIPPED: no NVIDIA driver on this machine." in text
+
+
 @pytest.mark.parametrize("fault", ["404", "500", "corrupt", "truncate"])
 def test_server_faults_leave_nothing_and_a_rerun_succeeds(capsys: pytest.CaptureFixture[str],
                                                           server: ChannelServer, isolated: Path, fault: str) -> None:
