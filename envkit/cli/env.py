@@ -203,6 +203,9 @@ def create(name: str, spec: str | None, env_file: str | None, no_adapt: bool, lo
     if bundle is not None:
         lock_file = str(bundle.lock_path)
     if spec is None and env_file is None and lock_file is None:
+        from envkit.prefix.locations import check_name
+
+        check_name(name)  # an impossible name is refused as such, before it is compared with the specs
         choice = spec_for_env(name)  # a typo of a spec's name stops here (exit 2), before any work
         spec = choice.spec
         if not choice.named and not quiet:
