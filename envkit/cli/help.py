@@ -82,8 +82,12 @@ TOPICS = {"environment": "the environment variables envkit reads, their preceden
 @click.argument("topic", nargs=-1)
 def help_cmd(topic: tuple[str, ...]) -> None:
     """Help on a verb, or on a topic: environment (variables, precedence, exit codes)."""
+    from envkit.errors import UsageError
+
     ctx = click.get_current_context()
     root = ctx.find_root()
+    if topic[:1] == ("environment",) and len(topic) > 1:
+        raise UsageError("envkit help environment takes nothing after it", "envkit help environment")
     if topic == ("environment",):
         formatter = root.make_formatter()
         write_environment(formatter)
@@ -93,11 +97,12 @@ def help_cmd(topic: tuple[str, ...]) -> None:
     path = [root.info_name or "envkit"]
     chain = root
     for word in topic:
-        sub = command.get_command(ctx, word) if isinstance(command, click.Group) else None
+        if not isinstance(command, click.Group):
+            raise UsageError(f"{' '.join(path)} has no verbs of its own ({word!r} after it)",
+                             f"envkit help {' '.join(path[1:])}")
+        sub = command.get_command(ctx, word)
         if sub is None:
-            from envkit.errors import UsageError
-
-            known = sorted([*TOPICS, *(command.list_commands(ctx) if isinstance(command, click.Group) else [])])
+            known = sorted([*(TOPICS if command is root.command else ()), *command.list_commands(ctx)])
             close = _close(word, known)
             raise UsageError(f"no verb or help topic {' '.join(path[1:] + [word])!r}"
                              + (f": did you mean {close}?" if close else ""),

@@ -137,6 +137,12 @@ def test_help_with_an_unknown_topic_suggests_the_closest(capsys: pytest.CaptureF
     assert code == 2 and "did you mean environment?" in err and "fix: envkit help environment" in err
     code, _out, err = run_cli(capsys, "help", "fleet", "creat")
     assert code == 2 and "did you mean create?" in err and "fix: envkit help fleet create" in err
+    code, _out, err = run_cli(capsys, "help", "environment", "extra")
+    assert code == 2 and "envkit help environment takes nothing after it" in err
+    code, _out, err = run_cli(capsys, "help", "list", "x")
+    assert code == 2 and "envkit list has no verbs of its own ('x' after it)" in err and "fix: envkit help list" in err
+    code, _out, err = run_cli(capsys, "help", "fleet", "environment")  # a topic of the root, not of fleet
+    assert code == 2 and "fix: one of: create, detect, verify" in err
 
 
 def test_create_help_says_what_cuda_x_y_means(capsys: pytest.CaptureFixture[str],
