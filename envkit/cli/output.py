@@ -132,13 +132,14 @@ def print_catalogue(table: dict[str, Any]) -> None:
 def print_selection(sel: Selection, con: Console | None = None) -> None:
     con = con or console()
     build = f"CUDA {sel.cuda} ({sel.variant})" if sel.cuda else "[yellow]CPU only[/]"
-    con.print(f"[bold green]Selected:[/] torch {sel.torch} · {build} · python {sel.python} · flavor {sel.flavor}")
-    con.print(esc("  conda: " + " ".join(sel.specs) + f"   channels: {', '.join(sel.channels)}"))
+    con.print(f"[bold green]Selected:[/] torch {sel.torch} · {build} · python {sel.python} · flavor {sel.flavor}",
+              soft_wrap=False)
+    hanging(con, "  conda: ", esc(" ".join(sel.specs) + f"   channels: {', '.join(sel.channels)}"))
     if sel.pip_specs:
-        con.print(esc("  pip:   " + " ".join(sel.pip_specs) + f"   index: {sel.pip_index_url}"))
+        hanging(con, "  pip:   ", esc(" ".join(sel.pip_specs) + f"   index: {sel.pip_index_url}"))
     con.print("[bold]Why:[/]")
     for reason in sel.reasons:
-        con.print(f"  - {esc(reason)}")
+        hanging(con, "  - ", esc(reason))
     if not sel.is_gpu:
         con.print("[bold yellow]Notice:[/] this is a CPU build; no GPU will be used.")
 
