@@ -13,7 +13,7 @@ import click
 
 from envkit.cli.help import CUDA_MEANING, examples
 from envkit.cli.options import (Selectors, check_timeout, complete_envs, complete_specs, from_config,
-                                selection_options)
+                                selection_options, spec_of)
 from envkit.cli.shell import forget_kernels, with_kernel
 from envkit.errors import ExitCode
 
@@ -196,21 +196,12 @@ def create(name: str, spec: str | None, env_file: str | None, no_adapt: bool, lo
 
     from envkit.cli import output
     from envkit.create import CreateOptions, create_env
-    from envkit.render.specs import spec_for_env
-
     quiet = quiet or as_json
     bundle = _bundle_of(bundle_dir, bundle_gate, bundle_stage_dir)
     if bundle is not None:
         lock_file = str(bundle.lock_path)
     if spec is None and env_file is None and lock_file is None:
-        from envkit.prefix.locations import check_name
-
-        check_name(name)  # an impossible name is refused as such, before it is compared with the specs
-        choice = spec_for_env(name)  # a typo of a spec's name stops here (exit 2), before any work
-        spec = choice.spec
-        if not choice.named and not quiet:
-            output.plain(f"spec: {spec} (no spec is named {name}; --spec NAME picks another, envkit list "
-                         "shows them)", err=True)
+        spec = spec_of(name, "create", quiet)
     for channel in channels:
         from envkit.render.envfile import check_channel
 

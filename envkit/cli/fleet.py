@@ -15,7 +15,7 @@ import click
 
 from envkit.cli.help import Group, examples
 from envkit.cli.options import (Selectors, apply, cc_option, collect, collect_selectors, complete_envs,
-                                complete_envs_and_specs, complete_specs, cuda_option, driver_option,
+                                complete_envs_and_specs, complete_specs, cuda_option, driver_option, spec_of,
                                 flavor_option, python_option, torch_option, what_options)
 
 if TYPE_CHECKING:
@@ -202,6 +202,8 @@ def bundle(name: str | None, lock_file: str | None, out: str, as_json: bool, spe
     elif name and spec is None and env_file is None and has_conda_meta(default_prefix(name)):
         result = bundle_from_env(default_prefix(name), target)
     elif name:
+        if spec is None and env_file is None:
+            spec = spec_of(name, "bundle", as_json)
         opts = _create_options(name, spec, selectors.request(no_driver_check=selectors.cuda_given),
                                selectors.flavor_given, mirror, channels, selectors.driver_version,
                                selectors.compute_capabilities, env_file, no_adapt)
@@ -338,9 +340,7 @@ def create_cmd(name: str, bundle_dir: str | None, bundle_out: str | None, prefix
 
     check_name(name)
     if spec is None and env_file is None and bundle_dir is None:
-        from envkit.render.specs import spec_for_env
-
-        spec = spec_for_env(name, "fleet create").spec  # a typo of a spec's name stops before any node starts
+        spec = spec_of(name, "fleet create", quiet or as_json)  # a typo stops before any node starts
     runner = nodes.runner()
     request = selectors.request(no_driver_check=selectors.cuda_given)
     out = Path(bundle_out) if bundle_out else (

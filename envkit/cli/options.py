@@ -64,6 +64,20 @@ def check_python(_ctx: click.Context, _param: click.Parameter, value: str | None
     raise click.BadParameter(f"{value!r}: use a Python version like 3.11 or 3.12")
 
 
+def spec_of(name: str, verb: str, quiet: bool = False) -> str:
+    """The spec a NAME given without --spec/--file builds (render/specs.spec_for_env): an impossible name or
+    a typo of a spec's name stops here (exit 2), before any work; a new name says which spec it gets."""
+    from envkit.prefix.locations import check_name
+    from envkit.render.specs import spec_for_env
+
+    check_name(name)  # an impossible name is refused as such, before it is compared with the specs
+    choice = spec_for_env(name, verb)
+    if not choice.named and not quiet:
+        click.echo(f"spec: {choice.spec} (no spec is named {name}; --spec NAME picks another, envkit list "
+                   "shows them)", err=True)
+    return choice.spec
+
+
 def complete_envs(_ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[Any]:
     """Shell completion of an environment NAME: the environments envkit and conda know about."""
     from click.shell_completion import CompletionItem

@@ -99,7 +99,7 @@ def spec_for_env(name: str, verb: str = "create") -> SpecChoice:
     close = close_spec(name, specs)
     if close is not None:
         raise UsageError(f"no spec is named {name!r}: did you mean {close}?",
-                         f"envkit {verb} {close}   (a new env named {name}: envkit {verb} {name} --spec {close})")
+                         f"envkit {verb} {close}   (to keep the name {name}: envkit {verb} {name} --spec {close})")
     return SpecChoice(DEFAULT_SPEC, False)
 
 

@@ -105,3 +105,17 @@ def test_fleet_create_stages_the_bundle_through_the_local_launcher(capsys: pytes
     assert sorted(p.name for p in (tmp_path / "stage").iterdir()) == ["local1", "local2"]
     assert not [p for p in (tmp_path / "stage").rglob("*") if p.is_file()]
     assert conda_meta(tmp_path / "local1" / "dl").keys() == conda_meta(tmp_path / "local2" / "dl").keys()
+
+
+def test_bundle_and_fleet_create_check_a_name_as_create_does(capsys: pytest.CaptureFixture[str],
+                                                             server: ChannelServer, tmp_path: Path) -> None:
+    for argv, fix in ((("bundle", "minmal", "-o", str(tmp_path / "b")), "fix: envkit bundle minimal"),
+                      (("fleet", "create", "minmal", "--launcher", "local"), "fix: envkit fleet create minimal")):
+        code, _out, err = run_cli(capsys, *argv, "--cuda", "13.0")
+        assert code == 2 and "no spec is named 'minmal': did you mean minimal?" in err, err
+        assert fix in err, err
+    assert not (tmp_path / "b").exists() and server.hits("") == []  # nothing written, nothing fetched
+    code, _out, err = run_cli(capsys, "bundle", "myproj", "-o", str(tmp_path / "b"), "--cuda", "13.0", "--python", PY,
+                              "--mirror", server.url)
+    assert code == 0, err
+    assert err.startswith("spec: dl_train (no spec is named myproj;"), err
