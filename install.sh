@@ -145,6 +145,9 @@ if [ -z "$target_env" ] && [ "$method" = auto ]; then
 elif [ -n "$target_env" ]; then
   method=env
 fi
+if { [ "$method" = pipx ] || [ "$method" = uv ]; } && ! command -v "$method" >/dev/null 2>&1; then
+  die "--method=$method: $method is not on PATH (PATH=$PATH). Install $method first, or run ./install.sh without --method: it picks pipx or uv when one is on PATH, else a private venv"
+fi
 
 managed=""
 if "$py" -c 'import sys, sysconfig, os; sys.exit(0 if os.path.isfile(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")) else 1)' 2>/dev/null; then

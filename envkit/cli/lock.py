@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from envkit.cli.options import EPILOG, Selectors, from_config, lock_version_option, selection_options
+from envkit.cli.help import examples
+from envkit.cli.options import Selectors, complete_specs, from_config, lock_version_option, selection_options
 
 if TYPE_CHECKING:
     from envkit.lock.solve import LockResult
@@ -44,8 +45,12 @@ def write_result(result: LockResult, output: str | None, version: int) -> None:
     print_lock(result, target, version)
 
 
-@click.command("lock", epilog=EPILOG)
-@click.argument("name", required=False)
+@click.command("lock", epilog=examples(
+    ("one lock file for Linux and Apple silicon", "envkit lock dl_train --platform linux-64 --platform osx-arm64"),
+    ("a colleague's environment.yml, for a CUDA 12.4 cluster",
+     "envkit lock --file environment.yml --cuda 12.4 --platform linux-64"),
+    ("install this machine's platform from it, no solve", "envkit create dl_train --lock envkit.lock")))
+@click.argument("name", required=False, shell_complete=complete_specs)
 @click.option("--spec", "spec", default=None, help="Named spec or spec file (default: NAME).")
 @click.option("--file", "env_file", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Lock this environment.yml (adapted to the selection unless --no-adapt).")

@@ -209,7 +209,7 @@ def engine_error(engine: str, rc: int, output: str, shown: bool) -> EngineError:
                            "relax pins; for CUDA builds on a machine without a GPU pass --cuda X.Y")
     if re.search(r"CondaHTTPError|HTTP 000|ConnectionError|Could not resolve host|Download error", text):
         return EngineError(f"{engine}: the channel could not be reached{' at ' + url if url else ''}{seen}{tail}",
-                           "check the network or use --mirror")
+                           mirrors.unreachable_hint())
     if re.search(r"Pip failed|Pip subprocess error", text):
         return EngineError(f"{engine}: the pip section failed{seen}{tail}", "check the pip packages and index URLs")
     said = conda_message(text, data)

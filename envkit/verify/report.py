@@ -41,8 +41,11 @@ def verdict(payload: dict[str, Any]) -> tuple[str, str]:
     ran_gpu = [c for c in checks if c.get("name") in GPU_CHECKS and c.get("status") in ("pass", "warn")]
     if not ran_gpu:
         driver = next((c for c in checks if c.get("name") == "driver"), None)
-        why = driver["explanation"] if driver else "no usable GPU"
-        return SKIPPED, f"no GPU check ran: {why}. This is not a PASS: nothing proves the env trains on a GPU"
+        why = str(driver["explanation"]) if driver else "no usable GPU"
+        why = why.removesuffix(": no GPU check ran")  # the sentence after it says so once
+        # the one place SKIPPED is explained (human output prints it once, -q and --json alike)
+        return SKIPPED, (f"{why}. SKIPPED is not a PASS: no check ran on a GPU, so nothing proves the env trains "
+                         "on one; run verify on a machine with a visible NVIDIA GPU")
     warned = [c for c in checks if c.get("status") == "warn"]
     gpus = ", ".join(g.get("name", "?") for g in payload.get("gpus") or [])
     tail = f"; {len(warned)} warning(s): " + "; ".join(c["name"] for c in warned) if warned else ""

@@ -138,3 +138,17 @@ def test_bundle_a_file_without_a_name_and_an_env_or_lock_through_a_mirror(
             "transformers", "datasets"}
     code, _o, err = run_cli(capsys, "create", "offline", "--bundle", str(tmp_path / "b3"), "--no-verify", "-q")
     assert code == 0, err
+
+
+def test_bundle_and_fleet_create_check_a_name_as_create_does(capsys: pytest.CaptureFixture[str],
+                                                             server: ChannelServer, tmp_path: Path) -> None:
+    for argv, fix in ((("bundle", "minmal", "-o", str(tmp_path / "b")), "fix: envkit bundle minimal"),
+                      (("fleet", "create", "minmal", "--launcher", "local"), "fix: envkit fleet create minimal")):
+        code, _out, err = run_cli(capsys, *argv, "--cuda", "13.0")
+        assert code == 2 and "no spec is named 'minmal': did you mean minimal?" in err, err
+        assert fix in err, err
+    assert not (tmp_path / "b").exists() and server.hits("") == []  # nothing written, nothing fetched
+    code, _out, err = run_cli(capsys, "bundle", "myproj", "-o", str(tmp_path / "b"), "--cuda", "13.0", "--python", PY,
+                              "--mirror", server.url)
+    assert code == 0, err
+    assert err.startswith("spec: dl_train (no spec is named myproj;"), err

@@ -98,6 +98,21 @@ def externally_managed() -> Path:
     return marker
 
 
+@pytest.mark.parametrize("tool", ["pipx", "uv"])
+def test_a_method_whose_tool_is_missing_says_so_and_installs_nothing(tmp_path: Path, tool: str) -> None:
+    if shutil.which(tool, path=SYSTEM_PATH):
+        pytest.skip(f"{tool} is on {SYSTEM_PATH} here")
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {"HOME": str(home), "PATH": SYSTEM_PATH, "LANG": "C.UTF-8"}
+    for extra in ("--dry-run", ""):
+        done = run(f"./install.sh --method={tool} {extra}".strip(), env)
+        assert done.returncode == 1 and "command not found" not in done.stderr, done.stderr
+        assert f"envkit install: error: --method={tool}: {tool} is not on PATH (PATH={SYSTEM_PATH}). " \
+               f"Install {tool} first, or run ./install.sh without --method" in done.stderr, done.stderr
+    assert list(home.iterdir()) == []  # nothing was installed, nothing was half-made
+
+
 def test_readme_first_command_is_the_install_script() -> None:
     assert readme_install_command() == "./install.sh"
     assert "--break-system-packages" not in (REPO / "install.sh").read_text()  # never, not even in a comment
