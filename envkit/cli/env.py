@@ -70,7 +70,8 @@ def detect(*, selectors: Selectors, as_json: bool, show_catalogue: bool, mirror:
 @click.command(epilog=examples(
     ("prove dl_train trains with AMP on this machine's GPU", "envkit verify dl_train"),
     ("the quick checks only, on every GPU, then NCCL + DDP across them", "envkit verify dl_train --quick --all-gpus"),
-    ("any Python with torch, no environment needed", "envkit verify --python /usr/bin/python3"),
+    ("is AMP safe for your own model? fp32 vs fp16 vs bf16, and a page to look at",
+     "envkit verify dl_train --model train.py:make_model --html amp.html"),
     ("a report for CI (exit 0 PASS, 3 FAIL, 4 SKIPPED)", "envkit verify dl_train --report verify.json")))
 @click.argument("name", required=False, shell_complete=complete_envs)
 @click.option("--prefix", default=None, help="Verify the environment at this path.")
