@@ -19,6 +19,7 @@ from envkit.models import DetectResult, Machine, Selection
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from envkit.change.apply import ChangePlan, ChangeResult
     from envkit.create import CreateResult
     from envkit.engines.rattler_engine import Progress
     from envkit.verify.report import VerifyReport
@@ -422,3 +423,44 @@ def redacting_streams() -> Iterator[None]:
             except (OSError, ValueError):
                 pass
         sys.stdout, sys.stderr = out, err
+
+
+# -- install / uninstall / update (envkit/change) ----------------------------------------------------------
+def print_change_plan(plan: ChangePlan, err: bool = False) -> None:
+    """The diff before anything is downloaded: + added, ~ changed (from -> to), - removed, the download size."""
+    con = console(stderr=err)
+    d = plan.diff
+    if d.empty:
+        con.print(f"{esc(str(plan.prefix))}: nothing to change (the env already has what was asked)")
+        return
+    con.print(f"{plan.action} into {esc(str(plan.prefix))}:")
+    for row in d.added:
+        con.print(f"  [green]+ {esc(row.label())}[/]  {human_size(row.size)}{'' if row.cached else ' to download'}")
+    for old, new in d.changed:
+        con.print(f"  [yellow]~ {esc(old.name)} {esc(old.version)} {esc(old.build)} -> {esc(new.version)} "
+                  f"{esc(new.build)}[/]  {human_size(new.size)}{'' if new.cached else ' to download'}")
+    for row in d.removed:
+        con.print(f"  [red]- {esc(row.label())}[/]")
+    con.print(f"  {len(d.added)} added, {len(d.changed)} changed, {len(d.removed)} removed; "
+              f"{human_size(d.download_bytes)} to download")
+    for reason in plan.torch.reasons:
+        con.print(f"  [bold yellow]torch:[/] {esc(reason)}")
+
+
+def print_change_result(result: ChangeResult) -> None:
+    con = console()
+    for note in result.notes:
+        con.print(f"[yellow]note:[/] {esc(note)}")
+    if result.dry_run:
+        con.print("Dry run: nothing was downloaded or changed.")
+        return
+    if not result.applied:
+        if result.restored_old:
+            con.print(f"verify FAILED after the change: {esc(str(result.plan.prefix))} is back as it was")
+        return
+    phases = ", ".join(f"{k} {v:.2f}s" for k, v in result.phases.items())
+    done = {"install": "installed", "uninstall": "uninstalled", "update": "updated"}[result.plan.action]
+    con.print(f"[bold green]{done}[/] {esc(' '.join(result.plan.specs)) or 'everything'} "
+              f"in {esc(str(result.plan.prefix))} ({phases}); conda-meta/history records it")
+    if result.verify is not None:
+        print_verify(result.verify)

@@ -242,7 +242,10 @@ class RattlerEngine:
         return [_vp_text(v) for v in self.virtual_packages()]
 
     # -- solve ------------------------------------------------------------------------------
-    def solve(self, specs: Sequence[str]) -> list[PlannedPackage]:
+    def solve(self, specs: Sequence[str], locked: Sequence[Any] = (),
+              requested: Sequence[str] | None = None) -> list[PlannedPackage]:
+        """`locked`: records the solver prefers to keep (an env's installed PrefixRecords, for a change);
+        `requested`: the specs the records name as asked for, when the solve had more (a change's torch pins)."""
         from rattler import Gateway, MatchSpec, SourceConfig, Subdir
         from rattler.exceptions import InvalidMatchSpecError
 
@@ -259,14 +262,14 @@ class RattlerEngine:
 
             return await rattler.solve(sources=self.sources, specs=matchspecs, gateway=gateway,
                                        platforms=[Subdir(self.settings.platform), Subdir("noarch")],
-                                       virtual_packages=vps)
+                                       virtual_packages=vps, locked_packages=list(locked) or None)
 
         self.progress.phase("solve")
         try:
             self._records = asyncio.run(go())
         except Exception as exc:
             raise self._solve_error(exc, vps) from None
-        self._specs = list(specs)
+        self._specs = list(specs if requested is None else requested)
         self._plan = [self._planned(r) for r in self._records]
         return self._plan
 

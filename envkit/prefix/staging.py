@@ -403,6 +403,35 @@ def set_aside(prefix: Path, new_id: str | None) -> Held:
     return held
 
 
+# what a clone copies instead of hard-linking: the files envkit and the engine rewrite in place (conda-meta/history
+# is appended to, records are rewritten, .envkit/*.json updated); a hard link there would edit the live env too
+COPIED = ("conda-meta", ".envkit")
+
+
+def clone_into(prefix: Path, staging: Path) -> None:
+    """Copy the env at `prefix` into the (empty) staging folder as hard links, as `cp -al` does, so a change
+    can be made there and swapped in whole. Every file the change may rewrite in place is copied instead
+    (COPIED); the engine unlinks before it writes a package file, so the live env's inodes are never edited.
+    Where a hard link is refused (another filesystem, protected_hardlinks on a file of another user) the
+    file is copied."""
+    def link_or_copy(src: str, dst: str) -> None:
+        try:
+            os.link(src, dst, follow_symlinks=False)
+        except OSError:
+            shutil.copy2(src, dst, follow_symlinks=False)
+
+    for entry in sorted(prefix.iterdir()):
+        target = staging / entry.name
+        if entry.is_symlink():
+            os.symlink(os.readlink(entry), target)
+        elif entry.is_dir():
+            shutil.copytree(entry, target, symlinks=True,
+                            copy_function=shutil.copy2 if entry.name in COPIED else link_or_copy)
+        else:
+            link_or_copy(str(entry), str(target))
+    shutil.copystat(prefix, staging)
+
+
 def swap_in(staging: Path, prefix: Path) -> None:
     """The final, refusing rename: whatever appeared at `prefix` meanwhile is never replaced."""
     try:
