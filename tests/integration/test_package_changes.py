@@ -1,0 +1,248 @@
+"""`envkit install / uninstall / update` on an env made on the test bed: the diff, the torch guard, conda-meta/history,
+and atomicity (a failing download, SIGINT, SIGKILL leave the env exactly as it was)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from helpers import run_cli
+from testbed.channel import PY
+from testbed.server import ChannelServer
+
+from envkit.prefix.history import requested_specs
+
+GPU = ["--cuda", "13.0"]
+
+
+def make_env(capsys: pytest.CaptureFixture[str], server: ChannelServer, name: str = "dl") -> None:
+    code, _out, err = run_cli(capsys, "create", name, "--spec", "minimal", *GPU, "--python", PY, "--mirror",
+                              server.url, "--no-verify")
+    assert code == 0, err
+
+
+def make_unpinned_env(capsys: pytest.CaptureFixture[str], server: ChannelServer, tmp_path: Path,
+                      monkeypatch: pytest.MonkeyPatch, name: str = "cf") -> None:
+    """An env whose own file does not pin torch's build (a colleague's `- pytorch`): only the guard keeps it."""
+    file = tmp_path / f"{name}.yml"
+    file.write_text(f"name: {name}\nchannels:\n  - {server.url}/conda-forge\ndependencies:\n"
+                    f"  - python={PY}\n  - pytorch\n")
+    monkeypatch.setenv("CONDA_OVERRIDE_CUDA", "13.0")
+    code, _out, err = run_cli(capsys, "create", name, "--file", str(file), "--no-adapt", "--no-verify")
+    assert code == 0, err
+
+
+def packages(prefix: Path) -> dict[str, tuple[str, str]]:
+    out = {}
+    for path in (prefix / "conda-meta").glob("*.json"):
+        data = json.loads(path.read_text())
+        out[data["name"]] = (data["version"], data["build"])
+    return out
+
+
+def snapshot(prefix: Path) -> dict[str, tuple[object, ...]]:
+    """Every path with its kind, inode, mode, mtime and content hash: "exactly as it was" means all of these."""
+    out: dict[str, tuple[object, ...]] = {}
+    for root, dirs, files in os.walk(prefix):
+        for name in dirs + files:
+            path = Path(root) / name
+            info = path.lstat()
+            if path.is_symlink():
+                out[str(path.relative_to(prefix))] = ("link", os.readlink(path))
+            elif path.is_dir():
+                out[str(path.relative_to(prefix))] = ("dir", info.st_mode)
+            else:
+                out[str(path.relative_to(prefix))] = ("file", info.st_ino, info.st_mode, info.st_mtime_ns,
+                                                     hashlib.sha256(path.read_bytes()).hexdigest())
+    return out
+
+
+def leftovers(home: Path) -> list[str]:
+    return sorted(p.name for p in (home / "envs").iterdir())
+
+
+def test_install_shows_the_diff_then_adds_the_package_and_records_it(capsys: pytest.CaptureFixture[str],
+                                                                     server: ChannelServer, isolated: Path) -> None:
+    make_env(capsys, server)
+    prefix = isolated / "envs" / "dl"
+    before = snapshot(prefix)
+    code, out, err = run_cli(capsys, "install", "dl", "tqdm", "envkit-demo-tool", "--dry-run")
+    assert code == 0, err
+    assert "+ tqdm 1.0.0 pyh_envkit_0" in out and "+ envkit-demo-tool 1.2.0" in out
+    assert "2 added, 0 changed, 0 removed" in out and "to download" in out and "Dry run" in out
+    assert snapshot(prefix) == before and not server.hits("tqdm-1.0.0")  # nothing downloaded
+    torch_before = packages(prefix)["pytorch"]
+
+    code, out, err = run_cli(capsys, "install", "dl", "tqdm", "envkit-demo-tool", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["applied"] and [r["name"] for r in data["diff"]["added"]] == ["envkit-demo-tool", "tqdm"]
+    assert data["diff"]["download_bytes"] > 0 and data["verify"] is None  # torch untouched: no verify
+    have = packages(prefix)
+    assert "tqdm" in have and have["pytorch"] == torch_before
+    assert (prefix / "lib" / f"python{PY}" / "site-packages" / "tqdm_standin" / "__init__.py").is_file()
+    # the new entry point works from the final prefix (paths were rewritten for it, not for the staging folder)
+    tool = subprocess.run([str(prefix / "bin" / "demo-tool")], capture_output=True, text=True)
+    assert tool.stdout.strip() == "demo-tool works", tool.stderr
+    assert str(prefix) in (prefix / "etc/envkit-standin/prefix.txt").read_text()
+    history = (prefix / "conda-meta" / "history").read_text()
+    last = history.split("==> ")[-1]
+    assert "# cmd: envkit install" in last and "::tqdm-1.0.0-pyh_envkit_0" in last
+    assert "# update specs: ['tqdm', 'envkit-demo-tool']" in last
+    specs = requested_specs(prefix)
+    assert specs["tqdm"] == "tqdm" and specs["pytorch"] == "pytorch=2.13.0=cuda*"  # create's specs are kept
+    assert leftovers(isolated) == ["dl"]
+    # the same again: nothing to change, nothing swapped
+    before = snapshot(prefix)
+    code, out, err = run_cli(capsys, "install", "dl", "tqdm")
+    assert code == 0 and "nothing to change" in out, err
+    assert snapshot(prefix) == before
+
+
+def test_a_solve_that_swaps_torch_is_refused_with_the_reason_and_the_right_command(
+        capsys: pytest.CaptureFixture[str], server: ChannelServer, isolated: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    make_unpinned_env(capsys, server, tmp_path, monkeypatch)
+    prefix = isolated / "envs" / "cf"
+    assert packages(prefix)["pytorch"][1].startswith("cuda130")
+    before = snapshot(prefix)
+    code, _out, err = run_cli(capsys, "install", "cf", "needs-cpu-torch")
+    assert code == 1
+    assert "replaces the CUDA 13.0 build of pytorch" in err and "by a CPU build" in err
+    assert "needs-cpu-torch -> pytorch" in err and "Nothing was downloaded" in err
+    assert "fix:" in err and "envkit create cf-cpu --cuda cpu" in err
+    code, _out, err = run_cli(capsys, "install", "cf", "needs-old-torch")
+    assert code == 1
+    assert "changes pytorch 2.13.0 to 2.5.1" in err and "CUDA 13.0 to CUDA 12.6" in err
+    assert "envkit install cf needs-old-torch pytorch=2.5.1" in err  # the command that does it on purpose
+    assert snapshot(prefix) == before and not server.hits("needs-old-torch-1.0")
+    # named, the change is shown and asked for: without a terminal and without --yes it is not applied
+    code, out, err = run_cli(capsys, "install", "cf", "needs-old-torch", "pytorch=2.5.1")
+    assert code == 2 and "--yes" in err
+    assert "~ pytorch 2.13.0" in out + err and "torch: it changes pytorch 2.13.0 to 2.5.1" in out + err
+    assert snapshot(prefix) == before
+    code, _out, err = run_cli(capsys, "install", "cf", "needs-old-torch", "pytorch=2.5.1", "--yes", "--no-verify")
+    assert code == 0, err
+    assert packages(prefix)["pytorch"][0] == "2.5.1" and "needs-old-torch" in packages(prefix)
+
+
+def test_an_env_whose_own_pins_keep_torch_gets_the_solver_reason(capsys: pytest.CaptureFixture[str],
+                                                                server: ChannelServer, isolated: Path) -> None:
+    make_env(capsys, server)
+    prefix = isolated / "envs" / "dl"
+    before = snapshot(prefix)
+    code, _out, err = run_cli(capsys, "install", "dl", "needs-cpu-torch")
+    assert code == 1
+    assert "no solution keeps the env's torch (pytorch 2.13.0 cuda130" in err and "needs-cpu-torch" in err
+    assert "fix:" in err and "envkit install dl 'NAME=VERSION'" in err
+    assert snapshot(prefix) == before and leftovers(isolated) == ["dl"]
+
+
+@pytest.mark.parametrize("fault", ["500", "corrupt"])
+def test_a_failing_install_leaves_the_env_exactly_as_it_was(capsys: pytest.CaptureFixture[str],
+                                                            server: ChannelServer, isolated: Path, fault: str) -> None:
+    make_env(capsys, server)
+    prefix = isolated / "envs" / "dl"
+    before = snapshot(prefix)
+    server.state.faults["tqdm-1.0.0-pyh_envkit_0.conda"] = fault
+    code, _out, err = run_cli(capsys, "install", "dl", "envkit-demo-tool", "tqdm", "--yes")
+    assert code == 1 and "tqdm" in err and "fix:" in err
+    assert snapshot(prefix) == before
+    assert leftovers(isolated) == ["dl"]  # the staging clone is gone
+    server.state.faults.clear()
+    code, _out, err = run_cli(capsys, "install", "dl", "envkit-demo-tool", "tqdm", "--yes")
+    assert code == 0, err
+    assert {"tqdm", "envkit-demo-tool"} <= set(packages(prefix))
+
+
+def _start_install(server: ChannelServer, name: str) -> subprocess.Popen[str]:
+    target = "tqdm-1.0.0-pyh_envkit_0.conda"
+    server.state.faults[target] = "slow"
+    proc = subprocess.Popen([sys.executable, "-m", "envkit", "install", name, "tqdm", "--yes"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+    deadline = time.time() + 30
+    while time.time() < deadline and not server.arrived(target):
+        time.sleep(0.05)
+    time.sleep(0.3)
+    return proc
+
+
+def test_sigint_during_an_install_leaves_the_env_as_it_was(capsys: pytest.CaptureFixture[str],
+                                                           server: ChannelServer, isolated: Path) -> None:
+    make_env(capsys, server)
+    prefix = isolated / "envs" / "dl"
+    before = snapshot(prefix)
+    proc = _start_install(server, "dl")
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert snapshot(prefix) == before and leftovers(isolated) == ["dl"]
+
+
+def test_sigkill_during_an_install_leaves_the_env_and_the_next_run_sweeps(capsys: pytest.CaptureFixture[str],
+                                                                          server: ChannelServer,
+                                                                          isolated: Path) -> None:
+    make_env(capsys, server)
+    prefix = isolated / "envs" / "dl"
+    before = snapshot(prefix)
+    proc = _start_install(server, "dl")
+    proc.kill()
+    proc.communicate(timeout=60)
+    assert snapshot(prefix) == before
+    server.state.faults.clear()
+    code, out, err = run_cli(capsys, "install", "dl", "tqdm")
+    assert code == 0, err
+    assert "removed a stale staging folder" in out and "tqdm" in packages(prefix)
+    assert leftovers(isolated) == ["dl"]
+
+
+def test_uninstall_removes_a_requested_package_and_refuses_one_others_need(capsys: pytest.CaptureFixture[str],
+                                                                           server: ChannelServer,
+                                                                           isolated: Path) -> None:
+    make_env(capsys, server)
+    prefix = isolated / "envs" / "dl"
+    code, _out, err = run_cli(capsys, "install", "dl", "tqdm")
+    assert code == 0, err
+    code, out, err = run_cli(capsys, "uninstall", "dl", "tqdm")
+    assert code == 0, err
+    assert "- tqdm 1.0.0" in out and "tqdm" not in packages(prefix)
+    assert not (prefix / "lib" / f"python{PY}" / "site-packages" / "tqdm_standin").exists()
+    assert "# remove specs: ['tqdm']" in (prefix / "conda-meta" / "history").read_text()
+    assert "tqdm" not in requested_specs(prefix)
+    before = snapshot(prefix)
+    code, _out, err = run_cli(capsys, "uninstall", "dl", "python")
+    assert code == 2 and "pytorch depends on it" in err and "envkit uninstall dl python pytorch" in err
+    code, _out, err = run_cli(capsys, "uninstall", "dl", "pandas")
+    assert code == 2 and "pandas is not installed" in err
+    assert snapshot(prefix) == before
+
+
+def test_update_keeps_torch_and_says_when_nothing_changes(capsys: pytest.CaptureFixture[str], server: ChannelServer,
+                                                         isolated: Path) -> None:
+    make_env(capsys, server)
+    prefix = isolated / "envs" / "dl"
+    before = snapshot(prefix)
+    code, out, err = run_cli(capsys, "update", "dl")
+    assert code == 0, err
+    assert "nothing to change" in out and snapshot(prefix) == before
+
+
+def test_an_env_made_with_prefix_is_changed_by_prefix(capsys: pytest.CaptureFixture[str], server: ChannelServer,
+                                                      isolated: Path, tmp_path: Path) -> None:
+    where = tmp_path / "projects" / "env"
+    code, _out, err = run_cli(capsys, "create", "proj", "--prefix", str(where), "--spec", "minimal", *GPU,
+                              "--python", PY, "--mirror", server.url, "--no-verify")
+    assert code == 0, err
+    code, _out, err = run_cli(capsys, "install", "--prefix", str(where), "tqdm")
+    assert code == 0, err
+    assert "tqdm" in packages(where)
+    assert sorted(p.name for p in where.parent.iterdir()) == ["env"]
