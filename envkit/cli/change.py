@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,7 +33,8 @@ Examples:
 """
 
 
-def _options(func):  # type: ignore[no-untyped-def]
+def _options(func: Callable[..., None]) -> Callable[..., None]:
+    """The options install, uninstall and update share."""
     for option in reversed((
         click.option("--prefix", default=None, help="The environment at this path (instead of NAME)."),
         click.option("--dry-run", is_flag=True, help="Solve and show the diff; download and change nothing."),
