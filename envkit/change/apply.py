@@ -57,6 +57,8 @@ class ChangeOptions:
     no_verify: bool = False
     argv: tuple[str, ...] = ("envkit",)
     verify_timeout: float = VERIFY_TIMEOUT_S
+    pip: bool = False  # the env's pip with the torch constraints (change/pip.py), not the conda solve
+    index_url: str | None = None  # --pip only: the index (default: the env's mirror's PyPI, else pip's config)
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,7 @@ class ChangePlan:
     torch: TorchChange  # non-empty only when the command named torch: then it is asked for
     packages: tuple[PlannedPackage, ...]
     notes: tuple[str, ...] = ()
+    pip: bool = False  # made by the env's pip (change/pip.py): the rows are wheels, not conda packages
 
     @property
     def asks(self) -> bool:
@@ -82,7 +85,7 @@ class ChangePlan:
         return self.diff.touches(TORCH_STACK)
 
     def to_json(self) -> dict[str, Any]:
-        return {"action": self.action, "prefix": str(self.prefix), "specs": list(self.specs),
+        return {"action": self.action, "pip": self.pip, "prefix": str(self.prefix), "specs": list(self.specs),
                 "requested": list(self.requested), "diff": self.diff.to_json(),
                 "torch_change": list(self.torch.reasons), "notes": list(self.notes)}
 
@@ -116,6 +119,10 @@ def change_env(opts: ChangeOptions, confirm: Callable[[ChangePlan], bool] | None
         raise UsageError(f"unknown change {opts.action!r}", f"use one of {', '.join(ACTIONS)}")
     prefix = find_prefix(opts.name, str(opts.prefix) if opts.prefix else None)
     _check_changeable(prefix, opts)
+    if opts.pip:
+        return _change_with_pip(opts, prefix, confirm, on_line)
+    if opts.index_url:
+        raise UsageError("--index-url is pip's: it goes with --pip", "add --pip, or drop --index-url")
     if opts.dry_run:
         plan = plan_change(opts, prefix, _engine(opts, prefix, progress))
         if confirm is not None:
@@ -142,6 +149,20 @@ def change_env(opts: ChangeOptions, confirm: Callable[[ChangePlan], bool] | None
         report, restored = _apply(opts, prefix, plan, engine, timer, notes)
     return ChangeResult(plan, applied=not restored, verify=report, restored_old=restored, phases=timer.phases,
                         notes=tuple(notes))
+
+
+def _change_with_pip(opts: ChangeOptions, prefix: Path, confirm: Callable[[ChangePlan], bool] | None,
+                     on_line: Callable[[str], None] | None) -> ChangeResult:
+    from envkit.change.pip import change_with_pip
+
+    if opts.action == "update":
+        raise UsageError("envkit update has no --pip: pip upgrades one named package at a time",
+                         f"envkit install {env_words(opts, prefix)} --pip 'NAME>=VERSION'")
+    diff_, applied, phases, notes = change_with_pip(
+        prefix, env_words(opts, prefix), opts.action, opts.specs, opts.index_url, opts.dry_run, confirm,
+        opts.verify_timeout, opts.argv, on_wait=on_line)
+    plan = ChangePlan(opts.action, prefix, opts.specs, (), diff_, TorchChange(), (), pip=True)
+    return ChangeResult(plan, applied=applied, dry_run=opts.dry_run, phases=phases, notes=tuple(notes))
 
 
 def _check_changeable(prefix: Path, opts: ChangeOptions) -> None:

@@ -18,6 +18,7 @@ Examples:
   envkit install dl_train 'numpy<2' --dry-run   # show the diff and the download size only
   envkit install --prefix ./env tqdm --yes      # an env made with --prefix, no questions
   envkit install dl_train pytorch=2.5.1         # change torch on purpose: the diff shows it and asks
+  envkit install dl_train --pip einops          # the env's pip; a package wanting another torch is refused
 """
 UNINSTALL_EXAMPLES = """\b
 Examples:
@@ -44,6 +45,10 @@ def _options(func: Callable[..., None]) -> Callable[..., None]:
         click.option("--channel", "channels", multiple=True, metavar="URL",
                      help="Channel to solve from, once per channel (default: the env's own)."),
         click.option("--no-verify", is_flag=True, help="Skip verify --quick after a torch-stack change."),
+        click.option("--pip", "use_pip", is_flag=True,
+                     help="Use the env's pip (torch and CUDA wheels held by a constraints file), not conda."),
+        click.option("--index-url", default=None, metavar="URL",
+                     help="With --pip: the package index (default: the env's mirror's PyPI, else pip's config)."),
         click.option("--json", "as_json", is_flag=True, help="Print the plan and the outcome as JSON."),
     )):
         func = option(func)
@@ -58,7 +63,8 @@ def _split(name: str | None, packages: tuple[str, ...], prefix: str | None) -> t
 
 
 def _run_change(action: str, name: str | None, packages: tuple[str, ...], prefix: str | None, dry_run: bool,
-                yes: bool, mirror: str | None, channels: tuple[str, ...], no_verify: bool, as_json: bool) -> None:
+                yes: bool, mirror: str | None, channels: tuple[str, ...], no_verify: bool, as_json: bool,
+                use_pip: bool, index_url: str | None) -> None:
     from envkit.change.apply import ChangeOptions, change_env
     from envkit.cli import output
     from envkit.errors import UsageError
@@ -70,7 +76,7 @@ def _run_change(action: str, name: str | None, packages: tuple[str, ...], prefix
         raise UsageError(f"name the packages to {action}", f"envkit {action} {name or '--prefix ' + str(prefix)} PKG...")
     opts = ChangeOptions(action=action, name=name, specs=packages, prefix=Path(prefix) if prefix else None,
                          mirror=mirror, channels=channels, dry_run=dry_run,
-                         no_verify=no_verify,
+                         no_verify=no_verify, pip=use_pip, index_url=index_url,
                          argv=("envkit", *sys.argv[1:]) if sys.argv and sys.argv[0].endswith("envkit") else
                          ("envkit", action, *([name] if name else ["--prefix", str(prefix)]), *packages))
 
@@ -104,9 +110,11 @@ def _run_change(action: str, name: str | None, packages: tuple[str, ...], prefix
 @click.argument("specs", nargs=-1)
 @_options
 def install(name: str | None, specs: tuple[str, ...], prefix: str | None, dry_run: bool, yes: bool,
-            mirror: str | None, channels: tuple[str, ...], no_verify: bool, as_json: bool) -> None:
+            mirror: str | None, channels: tuple[str, ...], no_verify: bool, as_json: bool, use_pip: bool,
+            index_url: str | None) -> None:
     """Add conda packages to an env: re-solve, show the diff, apply atomically; torch is kept unless named."""
-    _run_change("install", name, specs, prefix, dry_run, yes, mirror, channels, no_verify, as_json)
+    _run_change("install", name, specs, prefix, dry_run, yes, mirror, channels, no_verify, as_json, use_pip,
+                index_url)
 
 
 @click.command(epilog=UNINSTALL_EXAMPLES)
@@ -114,9 +122,11 @@ def install(name: str | None, specs: tuple[str, ...], prefix: str | None, dry_ru
 @click.argument("packages", nargs=-1)
 @_options
 def uninstall(name: str | None, packages: tuple[str, ...], prefix: str | None, dry_run: bool, yes: bool,
-              mirror: str | None, channels: tuple[str, ...], no_verify: bool, as_json: bool) -> None:
+              mirror: str | None, channels: tuple[str, ...], no_verify: bool, as_json: bool, use_pip: bool,
+              index_url: str | None) -> None:
     """Remove conda packages from an env through the same plan, diff and atomic swap as install."""
-    _run_change("uninstall", name, packages, prefix, dry_run, yes, mirror, channels, no_verify, as_json)
+    _run_change("uninstall", name, packages, prefix, dry_run, yes, mirror, channels, no_verify, as_json, use_pip,
+                index_url)
 
 
 @click.command(epilog=UPDATE_EXAMPLES)
@@ -124,9 +134,11 @@ def uninstall(name: str | None, packages: tuple[str, ...], prefix: str | None, d
 @click.argument("packages", nargs=-1)
 @_options
 def update(name: str | None, packages: tuple[str, ...], prefix: str | None, dry_run: bool, yes: bool,
-           mirror: str | None, channels: tuple[str, ...], no_verify: bool, as_json: bool) -> None:
+           mirror: str | None, channels: tuple[str, ...], no_verify: bool, as_json: bool, use_pip: bool,
+           index_url: str | None) -> None:
     """Update packages (all when none is named) within the env's pins; torch is kept unless named."""
-    _run_change("update", name, packages, prefix, dry_run, yes, mirror, channels, no_verify, as_json)
+    _run_change("update", name, packages, prefix, dry_run, yes, mirror, channels, no_verify, as_json, use_pip,
+                index_url)
 
 
 COMMANDS = (install, uninstall, update)

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from envkit.change.apply import ChangePlan, ChangeResult
+    from envkit.change.diff import Row
     from envkit.create import CreateResult
     from envkit.engines.rattler_engine import Progress
     from envkit.verify.report import VerifyReport
@@ -433,16 +434,21 @@ def print_change_plan(plan: ChangePlan, err: bool = False) -> None:
     if d.empty:
         con.print(f"{esc(str(plan.prefix))}: nothing to change (the env already has what was asked)")
         return
-    con.print(f"{plan.action} into {esc(str(plan.prefix))}:")
+    con.print(f"{plan.action}{' (pip)' if plan.pip else ''} {'from' if plan.action == 'uninstall' else 'into'} "
+              f"{esc(str(plan.prefix))}:")
+
+    def size(row: Row) -> str:
+        return "" if row.size is None else f"  {human_size(row.size)}{'' if row.cached else ' to download'}"
+
     for row in d.added:
-        con.print(f"  [green]+ {esc(row.label())}[/]  {human_size(row.size)}{'' if row.cached else ' to download'}")
+        con.print(f"  [green]+ {esc(row.label())}[/]{size(row)}")
     for old, new in d.changed:
         con.print(f"  [yellow]~ {esc(old.name)} {esc(old.version)} {esc(old.build)} -> {esc(new.version)} "
-                  f"{esc(new.build)}[/]  {human_size(new.size)}{'' if new.cached else ' to download'}")
+                  f"{esc(new.build)}[/]{size(new)}")
     for row in d.removed:
         con.print(f"  [red]- {esc(row.label())}[/]")
-    con.print(f"  {len(d.added)} added, {len(d.changed)} changed, {len(d.removed)} removed; "
-              f"{human_size(d.download_bytes)} to download")
+    con.print(f"  {len(d.added)} added, {len(d.changed)} changed, {len(d.removed)} removed" +
+              ("" if plan.pip else f"; {human_size(d.download_bytes)} to download"))
     for reason in plan.torch.reasons:
         con.print(f"  [bold yellow]torch:[/] {esc(reason)}")
 
@@ -461,6 +467,7 @@ def print_change_result(result: ChangeResult) -> None:
     phases = ", ".join(f"{k} {v:.2f}s" for k, v in result.phases.items())
     done = {"install": "installed", "uninstall": "uninstalled", "update": "updated"}[result.plan.action]
     con.print(f"[bold green]{done}[/] {esc(' '.join(result.plan.specs)) or 'everything'} "
-              f"in {esc(str(result.plan.prefix))} ({phases}); conda-meta/history records it")
+              f"in {esc(str(result.plan.prefix))} ({phases})"
+              + ("" if result.plan.pip else "; conda-meta/history records it"))
     if result.verify is not None:
         print_verify(result.verify)

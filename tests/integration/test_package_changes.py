@@ -10,12 +10,14 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from helpers import run_cli
 from testbed.channel import PY
+from testbed.pipindex import build_wheel, write_simple_index
 from testbed.server import ChannelServer
 
 from envkit.prefix.history import requested_specs
@@ -246,3 +248,42 @@ def test_an_env_made_with_prefix_is_changed_by_prefix(capsys: pytest.CaptureFixt
     assert code == 0, err
     assert "tqdm" in packages(where)
     assert sorted(p.name for p in where.parent.iterdir()) == ["env"]
+
+
+@pytest.fixture
+def pip_index(tmp_path: Path) -> Iterator[ChannelServer]:
+    """A PyPI-style index on 127.0.0.1 with a plain package, one that wants another torch, and that torch."""
+    root = tmp_path / "pypi-root"
+    work = tmp_path / "wheels"
+    write_simple_index(root / "simple", [build_wheel(work, "einops", "0.8.99"),
+                                         build_wheel(work, "xformers", "0.0.99", requires=("torch==2.5.1",)),
+                                         build_wheel(work, "torch", "2.5.1", "STANDIN = True\n")])
+    with ChannelServer(root) as srv:
+        yield srv
+
+
+def test_pip_installs_hold_the_env_torch_and_refuse_a_package_that_wants_another(
+        capsys: pytest.CaptureFixture[str], server: ChannelServer, pip_index: ChannelServer, isolated: Path) -> None:
+    make_env(capsys, server)
+    prefix = isolated / "envs" / "dl"
+    code, _out, err = run_cli(capsys, "install", "dl", "pip")  # the conda pip, through the same conda path
+    assert code == 0, err
+    index = ["--index-url", f"{pip_index.url}/simple/"]
+    code, out, err = run_cli(capsys, "install", "dl", "--pip", "einops", *index)
+    assert code == 0, err
+    assert "+ einops 0.8.99 pip" in out
+    site = prefix / "lib" / f"python{PY}" / "site-packages"
+    assert (site / "einops-0.8.99.dist-info").is_dir() and leftovers(isolated) == ["dl"]
+    before = snapshot(prefix)
+    code, _out, err = run_cli(capsys, "install", "dl", "--pip", "xformers", *index)
+    assert code == 1
+    assert "wants another torch than the env's conda pytorch 2.13.0" in err and "torch==2.5.1" in err
+    assert "fix:" in err and "envkit install dl pytorch=VERSION" in err
+    assert not pip_index.hits("torch-2.5.1-py3-none-any.whl")  # the constraints kept pip from even fetching it
+    assert snapshot(prefix) == before
+    code, _out, err = run_cli(capsys, "install", "dl", "--pip", "torch", *index)
+    assert code == 1 and "--pip torch in" in err and "is refused" in err and "envkit install dl pytorch" in err
+    assert snapshot(prefix) == before
+    code, out, err = run_cli(capsys, "uninstall", "dl", "--pip", "einops")
+    assert code == 0, err
+    assert not (site / "einops-0.8.99.dist-info").exists()
