@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
     from envkit.change.apply import ChangePlan, ChangeResult
     from envkit.change.diff import Row
+    from envkit.config import Setting
     from envkit.create import CreateResult
     from envkit.engines.rattler_engine import Progress
     from envkit.verify.report import VerifyReport
@@ -471,3 +472,16 @@ def print_change_result(result: ChangeResult) -> None:
               + ("" if result.plan.pip else "; conda-meta/history records it"))
     if result.verify is not None:
         print_verify(result.verify)
+
+
+def print_settings(settings: Sequence[Setting]) -> None:
+    from rich.table import Table
+
+    table = Table(show_edge=False)
+    for col in ("key", "value", "from"):
+        table.add_column(col)
+    for s in settings:
+        value = "" if s.value is None else ", ".join(s.value) if isinstance(s.value, list) else str(s.value)
+        table.add_row(esc(s.key), esc(value), esc(s.origin))
+    console().print(table)
+    console().print("[dim]a command-line flag beats ENVKIT_*, which beats the config file, which beats the default[/]")
