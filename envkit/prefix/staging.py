@@ -33,7 +33,7 @@ from typing import Any
 from envkit.errors import EnvExistsError, EnvkitError, UsageError
 from envkit.fsutil import Locked, flocked, rename_noreplace, try_lock
 from envkit.prefix.ownership import check_deletable, forget, ownership
-from envkit.prefix.records import has_conda_meta
+from envkit.prefix.records import CONDA_META, META_DIR, has_conda_meta
 
 STAGING = ".envkit-staging"
 OLD = ".envkit-old"
@@ -405,7 +405,7 @@ def set_aside(prefix: Path, new_id: str | None) -> Held:
 
 # what a clone copies instead of hard-linking: the files envkit and the engine rewrite in place (conda-meta/history
 # is appended to, records are rewritten, .envkit/*.json updated); a hard link there would edit the live env too
-COPIED = ("conda-meta", ".envkit")
+COPIED = (CONDA_META, META_DIR)
 
 
 def clone_into(prefix: Path, staging: Path) -> None:
