@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 ACTIONS = ("install", "uninstall", "update")
 HISTORY_ACTION = {"install": "update", "update": "update", "uninstall": "remove"}  # conda/history.py's words
 VERIFY_TIMEOUT_S = 300.0
+NO_SOLUTION = "the solver found no solution"  # engines/rattler_engine.py _solve_error's words for an unsat solve
 
 
 @dataclass(frozen=True)
@@ -214,7 +215,7 @@ def plan_change(opts: ChangeOptions, prefix: Path, engine: RattlerEngine) -> Cha
     try:
         packages = engine.solve([*specs, *pins], locked, requested=specs)
     except EngineError as exc:
-        if not pins:
+        if not pins or NO_SOLUTION not in exc.message:  # a network or cache error is said as it is
             raise
         _explain_torch_conflict(opts, prefix, engine, specs, locked, rows)
         raise _kept_torch_error(opts, prefix, rows, exc) from None
@@ -314,11 +315,8 @@ def _engine(opts: ChangeOptions, prefix: Path, progress: Progress | None) -> Rat
         if value and "://" in value:
             VAULT.split(value)
         bearer_from_env(urlsplit(next(iter(mirror.conda.values()))).hostname or "")
-    channels = opts.channels or tuple(mirrors.canonical_channel(c, config) if mirror else c
-                                      for c in _kept_channels(prefix))
-    if not channels:
-        channels = tuple(dict.fromkeys(str(d.get("channel")).rstrip("/") for _p, d in records.conda_records(prefix)
-                                       if d.get("channel")))
+    channels = opts.channels or _env_channels(prefix, tuple(mirrors.canonical_channel(c, config) if mirror else c
+                                                            for c in _kept_channels(prefix)))
     if not channels:
         raise UsageError(f"envkit cannot tell which channels {prefix} was made from",
                          "name them: --channel conda-forge (once per channel)")
@@ -327,6 +325,21 @@ def _engine(opts: ChangeOptions, prefix: Path, progress: Progress | None) -> Rat
                               cuda_override=cuda if isinstance(cuda, str) else None,
                               sharded=bool(config.get("sharded_repodata", True)))
     return RattlerEngine(settings, progress)
+
+
+def _env_channels(prefix: Path, kept: tuple[str, ...]) -> tuple[str, ...]:
+    """The kept file's channels, unless the packages came from elsewhere (a create with --channel URL keeps
+    `conda-forge` in its file but installed from the URL): then the channels the records name, the kept file's
+    order first. The records' channel is the ground truth conda itself uses (conda-meta/*.json `channel`)."""
+    from envkit.engines.rattler_engine import channel_url
+
+    used = tuple(dict.fromkeys(str(d.get("channel")).rstrip("/") for _p, d in records.conda_records(prefix)
+                               if isinstance(d.get("channel"), str) and d.get("channel")))
+    known = {channel_url(c): c for c in kept}
+    others = tuple(u for u in used if u not in known)
+    if not others:
+        return kept or used
+    return (*(c for u, c in known.items() if u in used), *others)
 
 
 def _kept_channels(prefix: Path) -> list[str]:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from helpers import run_cli
-from testbed.channel import PY
+from testbed.channel import PY, TestBed
 from testbed.pipindex import build_wheel, write_simple_index
 from testbed.server import ChannelServer
 
@@ -287,3 +287,16 @@ def test_pip_installs_hold_the_env_torch_and_refuse_a_package_that_wants_another
     code, out, err = run_cli(capsys, "uninstall", "dl", "--pip", "einops")
     assert code == 0, err
     assert not (site / "einops-0.8.99.dist-info").exists()
+
+
+def test_an_env_made_from_a_channel_url_is_changed_from_that_url(capsys: pytest.CaptureFixture[str],
+                                                                 testbed: TestBed, isolated: Path) -> None:
+    """Its kept file says `conda-forge`; the records say where the packages really came from (no network here)."""
+    code, _out, err = run_cli(capsys, "create", "local", "--spec", "minimal", *GPU, "--python", PY, "--channel",
+                              testbed.url("conda-forge"), "--no-verify")
+    assert code == 0, err
+    code, _out, err = run_cli(capsys, "install", "local", "tqdm")
+    assert code == 0, err
+    assert "tqdm" in packages(isolated / "envs" / "local")
+    assert json.loads((isolated / "envs" / "local" / "conda-meta" / "tqdm-1.0.0-pyh_envkit_0.json").read_text())[
+        "channel"].startswith(testbed.url("conda-forge"))
