@@ -300,3 +300,17 @@ def test_an_env_made_from_a_channel_url_is_changed_from_that_url(capsys: pytest.
     assert "tqdm" in packages(isolated / "envs" / "local")
     assert json.loads((isolated / "envs" / "local" / "conda-meta" / "tqdm-1.0.0-pyh_envkit_0.json").read_text())[
         "channel"].startswith(testbed.url("conda-forge"))
+
+
+def test_torture_kills_during_install_and_uninstall_never_leave_half_a_change() -> None:
+    """scripts/torture.py --verbs install: SIGKILL, SIGINT and SIGTERM at random moments; the env stays the one
+    before or the one after, and the next install leaves nothing behind."""
+    script = Path(__file__).resolve().parents[2] / "scripts" / "torture.py"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ENVKIT_", "CONDA_"))}
+    done = subprocess.run([sys.executable, str(script), "--verbs", "install", "--kills", "1", "--kills-only",
+                           "--seed", "7"], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    for line in ("half-applied changes", "envs lost", "staging left after next cmd", "tracebacks"):
+        row = next(x for x in done.stdout.splitlines() if x.startswith(line))
+        assert row.split()[len(line.split())] == "0", row
+    assert "install SIGKILL" in done.stdout and "install SIGTERM" in done.stdout
