@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from helpers import run_cli
-from testbed.channel import PY, TestBed
+from testbed.channel import PY, Pkg, TestBed, build, index
 from testbed.pipindex import build_wheel, write_simple_index
 from testbed.server import ChannelServer
 
@@ -314,3 +315,35 @@ def test_torture_kills_during_install_and_uninstall_never_leave_half_a_change() 
         row = next(x for x in done.stdout.splitlines() if x.startswith(line))
         assert row.split()[len(line.split())] == "0", row
     assert "install SIGKILL" in done.stdout and "install SIGTERM" in done.stdout
+
+
+def test_update_moves_a_package_to_its_new_release_and_keeps_torch(capsys: pytest.CaptureFixture[str],
+                                                                  testbed: TestBed, isolated: Path,
+                                                                  tmp_path: Path) -> None:
+    """A channel of our own (the test bed's conda-forge copied) gains tqdm 1.1.0 after the env was made."""
+    channel = tmp_path / "conda-forge"
+    shutil.copytree(testbed.channel("conda-forge"), channel)
+    code, _out, err = run_cli(capsys, "create", "upd", "--spec", "minimal", *GPU, "--python", PY, "--channel",
+                              channel.as_uri(), "--no-verify")
+    assert code == 0, err
+    prefix = isolated / "envs" / "upd"
+    code, _out, err = run_cli(capsys, "install", "upd", "tqdm")
+    assert code == 0, err
+    torch_before = packages(prefix)["pytorch"]
+    build(Pkg("tqdm", "1.1.0", "pyh_envkit_0", subdir="noarch", noarch="python", depends=["python"],
+              files={"site-packages/tqdm_standin/__init__.py": b"OK = 2\n"}), channel)
+    index(channel)
+    code, out, err = run_cli(capsys, "install", "upd", "envkit-demo-tool", "--dry-run")
+    assert code == 0 and "~ tqdm" not in out, err  # an install prefers what is there: tqdm stays
+    code, out, err = run_cli(capsys, "update", "upd", "--dry-run")
+    assert code == 0 and "~ tqdm 1.0.0 pyh_envkit_0 -> 1.1.0 pyh_envkit_0" in out, err
+    code, out, err = run_cli(capsys, "update", "upd", "tqdm")
+    assert code == 0, err
+    assert packages(prefix)["tqdm"][0] == "1.1.0" and packages(prefix)["pytorch"] == torch_before
+    site = prefix / "lib" / f"python{PY}" / "site-packages"
+    assert (site / "tqdm_standin" / "__init__.py").read_text() == "OK = 2\n"
+    history = (prefix / "conda-meta" / "history").read_text().split("==> ")[-1]
+    lines = history.splitlines()
+    assert any(x.startswith("-") and x.endswith("::tqdm-1.0.0-pyh_envkit_0") for x in lines), history
+    assert any(x.startswith("+") and x.endswith("::tqdm-1.1.0-pyh_envkit_0") for x in lines), history
+    assert "# update specs: ['tqdm']" in history
