@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from envkit.change.diff import (TORCH, TORCH_STACK, Diff, Row, TorchChange, blame, diff, installed_rows,
-                                names_torch, planned_rows, spec_name, torch_change, torch_pins)
+from envkit.change.diff import (TORCH, ChangePlan, Row, TorchChange, blame, diff, installed_rows, names_torch,
+                                planned_rows, spec_name, torch_change, torch_pins)
 from envkit.config import cache_dir, load_file_config
 from envkit.engines.base import CreateOptions, PlannedPackage, Timer
 from envkit.errors import EngineError, EnvkitError, PlanGuardError, UsageError
@@ -60,35 +60,6 @@ class ChangeOptions:
     verify_timeout: float = VERIFY_TIMEOUT_S
     pip: bool = False  # the env's pip with the torch constraints (change/pip.py), not the conda solve
     index_url: str | None = None  # --pip only: the index (default: the env's mirror's PyPI, else pip's config)
-
-
-@dataclass(frozen=True)
-class ChangePlan:
-    """What the change does, before anything is downloaded."""
-
-    action: str
-    prefix: Path
-    specs: tuple[str, ...]  # the command's
-    requested: tuple[str, ...]  # every spec the env asks for after the change (what history will say)
-    diff: Diff
-    torch: TorchChange  # non-empty only when the command named torch: then it is asked for
-    packages: tuple[PlannedPackage, ...]
-    notes: tuple[str, ...] = ()
-    pip: bool = False  # made by the env's pip (change/pip.py): the rows are wheels, not conda packages
-
-    @property
-    def asks(self) -> bool:
-        """The change replaces torch (named in the command): shown and confirmed (--yes)."""
-        return bool(self.torch)
-
-    @property
-    def torch_stack_changed(self) -> bool:
-        return self.diff.touches(TORCH_STACK)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"action": self.action, "pip": self.pip, "prefix": str(self.prefix), "specs": list(self.specs),
-                "requested": list(self.requested), "diff": self.diff.to_json(),
-                "torch_change": list(self.torch.reasons), "notes": list(self.notes)}
 
 
 @dataclass(frozen=True)

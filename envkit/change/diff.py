@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from envkit.compat.builds import CUDA_PINS, UNKNOWN, cuda_of_build
@@ -173,3 +174,32 @@ def blame(culprit: str, planned: Sequence[PlannedPackage], specs: Sequence[str])
             seen.add(name)
             todo += [[*path, spec_name(d)] for d in by_name[name].depends]
     return []
+
+
+@dataclass(frozen=True)
+class ChangePlan:
+    """What the change does, before anything is downloaded."""
+
+    action: str
+    prefix: Path
+    specs: tuple[str, ...]  # the command's
+    requested: tuple[str, ...]  # every spec the env asks for after the change (what history will say)
+    diff: Diff
+    torch: TorchChange  # non-empty only when the command named torch: then it is asked for
+    packages: tuple[PlannedPackage, ...]
+    notes: tuple[str, ...] = ()
+    pip: bool = False  # made by the env's pip (change/pip.py): the rows are wheels, not conda packages
+
+    @property
+    def asks(self) -> bool:
+        """The change replaces torch (named in the command): shown and confirmed (--yes)."""
+        return bool(self.torch)
+
+    @property
+    def torch_stack_changed(self) -> bool:
+        return self.diff.touches(TORCH_STACK)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"action": self.action, "pip": self.pip, "prefix": str(self.prefix), "specs": list(self.specs),
+                "requested": list(self.requested), "diff": self.diff.to_json(),
+                "torch_change": list(self.torch.reasons), "notes": list(self.notes)}

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from envkit import proc
-from envkit.change.diff import Diff, Row, TorchChange, spec_name
+from envkit.change.diff import ChangePlan, Diff, Row, TorchChange, spec_name
 from envkit.engines.base import CreateOptions, Timer
 from envkit.errors import EngineError, PlanGuardError, UsageError
 from envkit.prefix import records
@@ -216,8 +216,6 @@ def change_with_pip(prefix: Path, where: str, action: str, specs: Sequence[str],
                     dry_run: bool, confirm: Any, verify_timeout: float, argv: Sequence[str],
                     on_wait: Any = None) -> tuple[Diff, bool, dict[str, float], list[str]]:
     """Plan with pip's dry run, show it (confirm), apply under the env's lock. Returns (diff, applied, phases, notes)."""
-    from envkit.change.apply import ChangePlan
-
     def plan_of(diff: Diff) -> ChangePlan:
         return ChangePlan(action, prefix, tuple(specs), (), diff, TorchChange(), (), pip=True)
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import click
 
 if TYPE_CHECKING:
-    from envkit.change.apply import ChangePlan
+    from envkit.change.diff import ChangePlan
 
 INSTALL_EXAMPLES = """\b
 Examples:

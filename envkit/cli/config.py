@@ -26,9 +26,17 @@ def _flags(cuda: str | None, torch: str | None, flavor: str | None, mirror: str 
 
 
 def _flag_options(func: Any) -> Any:
-    """show and get take the flags a command would: what would that command use, and why."""
+    """show and get take the flags a command would, checked as that command checks them (no envvar here: the
+    environment is reported as its own origin)."""
+    from envkit.cli.options import check_cuda, check_torch
+
+    checks: dict[str, dict[str, Any]] = {
+        "cuda": {"callback": check_cuda}, "torch": {"callback": check_torch},
+        "flavor": {"type": click.Choice(["conda-forge", "pytorch", "pip"])},
+        "engine": {"type": click.Choice(["rattler", "conda", "mamba", "micromamba"])}, "mirror": {}}
     for name in ("engine", "mirror", "flavor", "torch", "cuda"):
-        func = click.option(f"--{name}", default=None, help=f"As a command given --{name} would see it.")(func)
+        func = click.option(f"--{name}", default=None, help=f"As a command given --{name} would see it.",
+                            **checks[name])(func)
     return func
 
 

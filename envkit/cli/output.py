@@ -19,8 +19,8 @@ from envkit.models import DetectResult, Machine, Selection
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from envkit.change.apply import ChangePlan, ChangeResult
-    from envkit.change.diff import Row
+    from envkit.change.apply import ChangeResult
+    from envkit.change.diff import ChangePlan, Row
     from envkit.config import Setting
     from envkit.create import CreateResult
     from envkit.engines.rattler_engine import Progress
