@@ -330,8 +330,10 @@ def _apply(opts: ChangeOptions, prefix: Path, plan: ChangePlan, engine: RattlerE
     def build(staging: Path) -> None:
         with timer.phase("clone"):
             clone_into(prefix, staging)
+        changing = {p.file_name for p in plan.packages
+                    if p.name in {r.name for r in (*plan.diff.added, *(new for _old, new in plan.diff.changed))}}
         with timer.phase("download+link"):
-            built = engine.build(staging, prefix)
+            built = engine.build(staging, prefix, changing)
         notes.extend(built.notes)
         append(staging, _history_block(opts, plan))
 

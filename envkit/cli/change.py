@@ -141,4 +141,27 @@ def update(name: str | None, packages: tuple[str, ...], prefix: str | None, dry_
                 index_url)
 
 
-COMMANDS = (install, uninstall, update)
+CLEAN_EXAMPLES = """\b
+Examples:
+  envkit clean --dry-run        # what would go, and how much space that frees
+  envkit clean                  # the package and repodata caches, leftover staging
+  envkit clean --json
+"""
+
+
+@click.command(epilog=CLEAN_EXAMPLES)
+@click.option("--dry-run", is_flag=True, help="List what would be removed, with sizes; remove nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def clean(dry_run: bool, as_json: bool) -> None:
+    """Empty the package cache and remove leftover staging, never what a running install holds."""
+    from envkit.change.clean import clean as run_clean
+    from envkit.cli import output
+
+    result = run_clean(dry_run=dry_run)
+    if as_json:
+        output.plain(output.dump_json(result.to_json()))
+    else:
+        output.print_clean(result)
+
+
+COMMANDS = (install, uninstall, update, clean)

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from envkit.change.apply import ChangeResult
+    from envkit.change.clean import CleanResult
     from envkit.change.diff import ChangePlan, Row
     from envkit.config import Setting
     from envkit.create import CreateResult
@@ -485,3 +486,25 @@ def print_settings(settings: Sequence[Setting]) -> None:
         table.add_row(esc(s.key), esc(value), esc(s.origin))
     console().print(table)
     console().print("[dim]a command-line flag beats ENVKIT_*, which beats the config file, which beats the default[/]")
+
+
+def print_clean(result: CleanResult) -> None:
+    con = console()
+    groups: dict[tuple[str, str], list[int]] = {}
+    for item in result.items:
+        if item.what in ("staging", "set-aside env") or item.action != "remove":
+            con.print(f"  {esc(item.action)}: {esc(item.what)} {esc(str(item.path))} ({human_size(item.size)})")
+            continue
+        size, frees, count = groups.setdefault((item.what, str(item.path.parent)), [0, 0, 0])
+        groups[(item.what, str(item.path.parent))] = [size + item.size, frees + item.frees, count + 1]
+    for (what, where), (size, frees, count) in groups.items():
+        shared = f", {human_size(size - frees)} of it hard-linked into envs (stays with them)" if size > frees else ""
+        con.print(f"  {'would remove' if result.dry_run else 'removed'} {esc(what)} ({count} files and folders) in "
+                  f"{esc(where)}: {human_size(size)}{shared}")
+    for note in result.notes:
+        con.print(f"[yellow]note:[/] {esc(note)}")
+    if not result.items:
+        con.print("nothing to clean")
+        return
+    con.print(f"Dry run: nothing was removed; {human_size(result.frees)} would be freed" if result.dry_run else
+              f"{human_size(result.frees)} freed")

@@ -20,7 +20,7 @@ import atexit
 import os
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -404,11 +404,13 @@ class RattlerEngine:
     def plan(self, specs: Sequence[str]) -> list[PlannedPackage]:
         return self.solve(specs)
 
-    def build(self, target: Path, final: Path) -> Built:
+    def build(self, target: Path, final: Path, changing: Collection[str] | None = None) -> Built:
         """Check the archives and the cache, link the plan into `target` (its paths rewritten for `final`),
-        stamp what was extracted, and keep conda from tagging the env folder as a package cache."""
-        self.check_file_hashes()
-        notes = self.check_cache()
+        stamp what was extracted, and keep conda from tagging the env folder as a package cache.
+        `changing`: the file names a change to an existing env installs (the others are linked already, so
+        their archives are neither read nor checked)."""
+        self.check_file_hashes(changing)
+        notes = self.check_cache(changing)
         self.install(target, final)
         self.stamp_fresh()
         drop_cache_tag(target)
@@ -452,9 +454,11 @@ class RattlerEngine:
 
         asyncio.run(go())
 
-    def check_file_hashes(self) -> None:
+    def check_file_hashes(self, only: Collection[str] | None = None) -> None:
         """rattler does not verify file:// packages (rattler-notes §4): compare sha256 to repodata."""
         for record in self._records:
+            if only is not None and str(record.file_name) not in only:
+                continue
             url = str(record.url)
             if not url.startswith("file://") or not record.sha256:
                 continue
@@ -474,7 +478,7 @@ class RattlerEngine:
                     f"{record.sha256.hex()[:16]}..., the file is {digest[:16]}...",
                     "the local channel is corrupt or was changed after indexing: rebuild or re-index it")
 
-    def check_cache(self) -> list[str]:
+    def check_cache(self, only: Collection[str] | None = None) -> list[str]:
         """Evict cached packages whose files no longer match their info/paths.json (size, and sha256
         where recorded), so rattler extracts them again instead of linking a truncated or edited file
         (a hardlinked file edited inside any env edits the cache too). Returns what was evicted."""
@@ -483,6 +487,8 @@ class RattlerEngine:
         evicted: list[str] = sweep_rattler_temps(pkgs)
         self._fresh = []
         for record in self._records:
+            if only is not None and str(record.file_name) not in only:
+                continue
             stem = re.sub(r"(\.tar\.bz2|\.conda)$", "", str(record.file_name))
             entry = pkgs / stem
             if not entry.is_dir():

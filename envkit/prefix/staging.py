@@ -501,6 +501,37 @@ def sweep(parent: Path, held_name: str | None = None) -> list[str]:
     return notes
 
 
+def leftovers_in(parent: Path) -> list[tuple[str, Path]]:
+    """What a sweep of `parent` would deal with now, touching nothing: ("old", folder) for a set-aside env it
+    would put back, ("staging", folder) for a staging, trash or half-built folder it would remove. Only this
+    user's markers whose lock is free (their owner is gone) count, as in the sweep itself."""
+    found: list[tuple[str, Path]] = []
+    try:
+        entries = sorted(parent.iterdir()) if parent.is_dir() else []
+    except OSError:
+        return found
+    for lock in entries:
+        match = _LEFTOVER.match(lock.name)
+        if not match:
+            continue
+        fd = try_lock(lock)
+        if fd is None:
+            continue
+        try:
+            if os.fstat(fd).st_uid != os.geteuid():
+                continue
+            try:
+                data = json.loads(os.pread(fd, 1 << 16, 0).decode("utf-8") or "{}")
+            except (OSError, ValueError, UnicodeDecodeError):
+                data = {}
+        finally:
+            os.close(fd)
+        folder = parent / lock.name[: -len(".lock")]
+        if isinstance(data, dict) and data.get("envkit") == match.group(1) and (folder.exists() or folder.is_symlink()):
+            found.append(("old" if match.group(1) == OLD and not data.get("replaced") else "staging", folder))
+    return found
+
+
 def _drop_target_lock(path: Path) -> None:
     """A per-target lock file left by a killed run: removed while locked (waiters re-check the inode)."""
     try:
