@@ -80,19 +80,20 @@ def _run_change(action: str, name: str | None, packages: tuple[str, ...], prefix
                          argv=("envkit", *sys.argv[1:]) if sys.argv and sys.argv[0].endswith("envkit") else
                          ("envkit", action, *([name] if name else ["--prefix", str(prefix)]), *packages))
 
+    bars = output.progress(as_json)
+
     def confirm(plan: ChangePlan) -> bool:
         """Shown before any download (stderr under --json); a torch change is asked for unless --yes."""
-        output.print_change_plan(plan, err=as_json)
-        if dry_run or plan.diff.empty or yes:
-            return True
-        if not plan.asks:
-            return True
-        if not sys.stdin.isatty():
-            raise UsageError("this change replaces the env's torch (named in the command); not applied without "
-                             "confirmation", "run it again with --yes to accept the change shown above")
-        return click.confirm("Change torch as shown?", default=False)
+        with output.paused(bars):
+            output.print_change_plan(plan, err=as_json)
+            if dry_run or plan.diff.empty or yes or not plan.asks:
+                return True
+            if not sys.stdin.isatty():
+                raise UsageError("this change replaces the env's torch (named in the command); not applied without "
+                                 "confirmation", "run it again with --yes to accept the change shown above")
+            return click.confirm("Change torch as shown?", default=False)
 
-    with output.progress(as_json) as progress:
+    with bars as progress:
         result = change_env(opts, confirm=confirm, progress=progress,
                             on_line=None if as_json else (lambda line: output.plain("  " + line, err=True)))
     if as_json:

@@ -307,6 +307,19 @@ class _QuietProgress:
         return None
 
 
+@contextmanager
+def paused(bars: AbstractContextManager[Progress]) -> Iterator[None]:
+    """Take the live bars off the terminal while a plan is printed and a question asked, then put them back."""
+    if not isinstance(bars, _RichProgress):
+        yield
+        return
+    bars.bar.stop()
+    try:
+        yield
+    finally:
+        bars.bar.start()
+
+
 def progress(quiet: bool) -> AbstractContextManager[Progress]:
     """Rich bars on a terminal, plain phase lines otherwise, nothing with --quiet/--json."""
     if quiet:

@@ -132,9 +132,11 @@ def test_a_solve_that_swaps_torch_is_refused_with_the_reason_and_the_right_comma
     assert code == 2 and "--yes" in err
     assert "~ pytorch 2.13.0" in out + err and "torch: it changes pytorch 2.13.0 to 2.5.1" in out + err
     assert snapshot(prefix) == before
-    code, _out, err = run_cli(capsys, "install", "cf", "needs-old-torch", "pytorch=2.5.1", "--yes", "--no-verify")
+    code, out, err = run_cli(capsys, "install", "cf", "needs-old-torch", "pytorch=2.5.1", "--yes", "--json")
     assert code == 0, err
     assert packages(prefix)["pytorch"][0] == "2.5.1" and "needs-old-torch" in packages(prefix)
+    data = json.loads(out)
+    assert data["torch_change"] and data["verify"]["outcome"] == "SKIPPED"  # the torch stack changed: verify --quick
 
 
 def test_an_env_whose_own_pins_keep_torch_gets_the_solver_reason(capsys: pytest.CaptureFixture[str],
