@@ -34,7 +34,7 @@ from envkit.prefix.locations import find_prefix
 from envkit.prefix.ownership import RefusedError, check_deletable
 from envkit.prefix.staging import clone_into, interrupting, sweep, target_lock
 from envkit.render import mirrors
-from envkit.secrets import VAULT, bearer_from_env, redact
+from envkit.secrets import REDACTED, VAULT, bearer_from_env, redact
 from envkit.verify.report import VerifyReport
 
 if TYPE_CHECKING:
@@ -278,9 +278,15 @@ def _engine(opts: ChangeOptions, prefix: Path, progress: Progress | None) -> Rat
     meta = records.read_meta_quiet(prefix, records.CREATE_FILE)
     config = load_file_config().data
     recorded = meta.get("mirror") if isinstance(meta.get("mirror"), str) else None
-    if recorded and "********" in recorded:  # the credentials were never kept: the config or --mirror has them
+    configured = config.get("mirror") if isinstance(config.get("mirror"), str) else None
+    if recorded and REDACTED in recorded:  # the credentials were never kept: --mirror or the config has them
+        if not (opts.mirror or configured):
+            raise UsageError(f"{prefix} was made through a mirror with credentials ({recorded}), which envkit never "
+                             "writes down", f"give the mirror again: envkit {opts.action} "
+                             f"{env_words(opts, prefix)} ... --mirror URL (or ENVKIT_MIRROR, or a profile in "
+                             "the config file)")
         recorded = None
-    value = opts.mirror or recorded or (config.get("mirror") if isinstance(config.get("mirror"), str) else None)
+    value = opts.mirror or recorded or configured
     mirror = mirrors.resolve(value, config)
     if mirror is not None:
         if value and "://" in value:

@@ -28,7 +28,7 @@ from envkit.prefix.condarc import register_env
 from envkit.prefix.staging import clone_into, interrupting, sweep, target_lock
 from envkit.render import mirrors
 from envkit.config import load_file_config
-from envkit.secrets import redact
+from envkit.secrets import REDACTED, redact
 
 # the wheels that make up an env's torch: torch's own family and NVIDIA's CUDA runtime wheels (nvidia-cublas-cu12,
 # nvidia-cudnn-cu13, ...: the Requires-Dist of every CUDA torch wheel on download.pytorch.org and PyPI)
@@ -111,7 +111,7 @@ def _index_args(prefix: Path, index_url: str | None) -> list[str]:
         return ["--index-url", index_url]
     meta = records.read_meta_quiet(prefix, records.CREATE_FILE)
     recorded = meta.get("mirror") if isinstance(meta.get("mirror"), str) else None
-    if recorded and "********" not in recorded:
+    if recorded and REDACTED not in recorded:
         mirror = mirrors.resolve(recorded, load_file_config().data)
         if mirror is not None and mirror.pypi:
             return ["--index-url", mirror.pypi]

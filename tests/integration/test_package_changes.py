@@ -349,3 +349,24 @@ def test_update_moves_a_package_to_its_new_release_and_keeps_torch(capsys: pytes
     assert any(x.startswith("-") and x.endswith("::tqdm-1.0.0-pyh_envkit_0") for x in lines), history
     assert any(x.startswith("+") and x.endswith("::tqdm-1.1.0-pyh_envkit_0") for x in lines), history
     assert "# update specs: ['tqdm']" in history
+
+
+def test_a_mirror_with_credentials_is_asked_for_again_and_never_written(capsys: pytest.CaptureFixture[str],
+                                                                        server: ChannelServer,
+                                                                        isolated: Path) -> None:
+    st = server.state
+    st.auth = "basic"
+    mirror = f"http://{st.user}:{st.password}@{server.url.split('://')[1]}"
+    code, _out, err = run_cli(capsys, "create", "sec", "--spec", "minimal", *GPU, "--python", PY, "--mirror", mirror,
+                              "--no-verify")
+    assert code == 0, err
+    code, _out, err = run_cli(capsys, "install", "sec", "tqdm")
+    assert code == 2 and "a mirror with credentials" in err and "--mirror URL" in err
+    code, out, err = run_cli(capsys, "install", "sec", "tqdm", "--mirror", mirror)
+    assert code == 0, err
+    assert st.password not in out + err
+    prefix = isolated / "envs" / "sec"
+    assert "tqdm" in packages(prefix)
+    for path in prefix.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            assert st.password.encode() not in path.read_bytes(), path
