@@ -16,6 +16,7 @@ staging folder and puts back a set-aside env (the same recovery as `create --for
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -186,9 +187,14 @@ def plan_change(opts: ChangeOptions, prefix: Path, engine: RattlerEngine) -> Cha
     try:
         packages = engine.solve([*specs, *pins], locked, requested=specs)
     except EngineError as exc:
+        if exc.message.startswith("invalid package spec"):
+            raise UsageError(f"envkit {opts.action} {' '.join(opts.specs)}: {exc.message}",
+                             "write each spec as conda does: NAME, NAME=VERSION or 'NAME>=X,<Y'") from None
         if not pins or NO_SOLUTION not in exc.message:  # a network or cache error is said as it is
             raise
         _explain_torch_conflict(opts, prefix, engine, specs, locked, rows)
+        if not re.search(r"pytorch|cuda|cpuonly", exc.message.split(NO_SOLUTION, 1)[1]):
+            raise  # no candidate at all, or a conflict elsewhere: the solver's words are the reason
         raise _kept_torch_error(opts, prefix, rows, exc) from None
     planned = planned_rows(packages)
     change = torch_change(rows, planned)
@@ -225,7 +231,8 @@ def _kept_torch_error(opts: ChangeOptions, prefix: Path, rows: dict[str, Row], e
     what = ", ".join(spec_name(s) for s in opts.specs) or "the update"
     return EngineError(
         f"envkit {opts.action} {' '.join(opts.specs)}: no solution keeps the env's torch (pytorch {old.version} "
-        f"{old.build}, kept unless the command names it) together with the env's own pins: {exc.message}. "
+        f"{old.build}, kept unless the command names it) together with the env's own pins: "
+        f"{exc.message.rstrip('.')}. "
         f"Nothing was downloaded and {prefix} is unchanged",
         f"pick a version of {what} made for pytorch {old.version} (envkit install {where} 'NAME=VERSION'); one that "
         f"needs another torch or a CPU build belongs in another env (envkit create {prefix.name}-2 ...)")

@@ -148,6 +148,11 @@ def test_an_env_whose_own_pins_keep_torch_gets_the_solver_reason(capsys: pytest.
     assert code == 1
     assert "no solution keeps the env's torch (pytorch 2.13.0 cuda130" in err and "needs-cpu-torch" in err
     assert "fix:" in err and "envkit install dl 'NAME=VERSION'" in err
+    # a spec nothing satisfies is not torch's fault, and a malformed one is a usage error
+    code, _out, err = run_cli(capsys, "install", "dl", "tqdm>=9")
+    assert code == 1 and "No candidates were found for tqdm >=9" in err and "keeps the env's torch" not in err
+    code, _out, err = run_cli(capsys, "install", "dl", "bad spec ;;")
+    assert code == 2 and "invalid package spec" in err and "NAME=VERSION" in err
     assert snapshot(prefix) == before and leftovers(isolated) == ["dl"]
 
 
