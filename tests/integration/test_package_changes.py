@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -258,6 +259,19 @@ def test_an_env_made_with_prefix_is_changed_by_prefix(capsys: pytest.CaptureFixt
     assert sorted(p.name for p in where.parent.iterdir()) == ["env"]
 
 
+def clashing_wheel(out: Path) -> Path:
+    """A wheel pip resolves happily but cannot install: its file `pytorch_standin` is a folder in the env."""
+    wheel = out / "clash-1.0-py3-none-any.whl"
+    out.mkdir(parents=True, exist_ok=True)
+    meta = "clash-1.0.dist-info"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("pytorch_standin", "not a folder\n")
+        zf.writestr(f"{meta}/METADATA", "Metadata-Version: 2.1\nName: clash\nVersion: 1.0\n")
+        zf.writestr(f"{meta}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        zf.writestr(f"{meta}/RECORD", f"pytorch_standin,,\n{meta}/METADATA,,\n{meta}/WHEEL,,\n{meta}/RECORD,,\n")
+    return wheel
+
+
 @pytest.fixture
 def pip_index(tmp_path: Path) -> Iterator[ChannelServer]:
     """A PyPI-style index on 127.0.0.1 with a plain package, one that wants another torch, and that torch."""
@@ -265,7 +279,8 @@ def pip_index(tmp_path: Path) -> Iterator[ChannelServer]:
     work = tmp_path / "wheels"
     write_simple_index(root / "simple", [build_wheel(work, "einops", "0.8.99"),
                                          build_wheel(work, "xformers", "0.0.99", requires=("torch==2.5.1",)),
-                                         build_wheel(work, "torch", "2.5.1", "STANDIN = True\n")])
+                                         build_wheel(work, "torch", "2.5.1", "STANDIN = True\n"),
+                                         clashing_wheel(work)])
     with ChannelServer(root) as srv:
         yield srv
 
@@ -292,6 +307,10 @@ def test_pip_installs_hold_the_env_torch_and_refuse_a_package_that_wants_another
     code, _out, err = run_cli(capsys, "install", "dl", "--pip", "torch", *index)
     assert code == 1 and "--pip torch in" in err and "is refused" in err and "envkit install dl pytorch" in err
     assert snapshot(prefix) == before
+    # pip plans it, then fails writing it: the clone it ran in goes, the env is as it was
+    code, _out, err = run_cli(capsys, "install", "dl", "--pip", "clash", *index)
+    assert code == 1 and "pip install clash failed" in err and "is unchanged" in err
+    assert snapshot(prefix) == before and leftovers(isolated) == ["dl"]
     code, out, err = run_cli(capsys, "uninstall", "dl", "--pip", "einops")
     assert code == 0, err
     assert not (site / "einops-0.8.99.dist-info").exists()
