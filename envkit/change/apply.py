@@ -59,6 +59,7 @@ class ChangeOptions:
     no_verify: bool = False
     argv: tuple[str, ...] = ("envkit",)
     verify_timeout: float = VERIFY_TIMEOUT_S
+    force_reinstall: bool = False  # install: link the named packages again (from a checked cache) although installed
     pip: bool = False  # the env's pip with the torch constraints (change/pip.py), not the conda solve
     index_url: str | None = None  # --pip only: the index (default: the env's mirror's PyPI, else pip's config)
 
@@ -96,6 +97,9 @@ def change_env(opts: ChangeOptions, confirm: Callable[[ChangePlan], bool] | None
         return _change_with_pip(opts, prefix, confirm, on_line)
     if opts.index_url:
         raise UsageError("--index-url is pip's: it goes with --pip", "add --pip, or drop --index-url")
+    if opts.force_reinstall and opts.action != "install":
+        raise UsageError("--force-reinstall goes with envkit install", f"envkit install {env_words(opts, prefix)} "
+                         f"--force-reinstall {' '.join(opts.specs) or 'PKG...'}")
     if opts.dry_run:
         plan = plan_change(opts, prefix, _engine(opts, prefix, progress))
         if confirm is not None:
@@ -209,7 +213,9 @@ def plan_change(opts: ChangeOptions, prefix: Path, engine: RattlerEngine) -> Cha
                                 "the env's other requested packages need it"),
                              f"uninstall those too: envkit uninstall {env_words(opts, prefix)} "
                              f"{' '.join([*names, *users])}")
-    return ChangePlan(opts.action, prefix, opts.specs, tuple(specs), diff(rows, planned), change, tuple(packages))
+    again = names if opts.force_reinstall else ()
+    return ChangePlan(opts.action, prefix, opts.specs, tuple(specs), diff(rows, planned, again), change,
+                      tuple(packages))
 
 
 def _locked_records(prefix: Path, names: set[str]) -> list[Any]:
@@ -343,10 +349,10 @@ def _apply(opts: ChangeOptions, prefix: Path, plan: ChangePlan, engine: RattlerE
     def build(staging: Path) -> None:
         with timer.phase("clone"):
             clone_into(prefix, staging)
-        changing = {p.file_name for p in plan.packages
-                    if p.name in {r.name for r in (*plan.diff.added, *(new for _old, new in plan.diff.changed))}}
+        linked = {r.name for r in plan.diff.linked}
+        changing = {p.file_name for p in plan.packages if p.name in linked}
         with timer.phase("download+link"):
-            built = engine.build(staging, prefix, changing)
+            built = engine.build(staging, prefix, changing, reinstall=[r.name for r in plan.diff.reinstalled])
         notes.extend(built.notes)
         append(staging, _history_block(opts, plan))
 
@@ -361,8 +367,8 @@ def _apply(opts: ChangeOptions, prefix: Path, plan: ChangePlan, engine: RattlerE
 def _history_block(opts: ChangeOptions, plan: ChangePlan) -> str:
     """conda's revision format: `-` the packages that went, `+` those that came, then the command's specs."""
     by_name = {p.name: p for p in plan.packages}
-    gone = [*plan.diff.removed, *(old for old, _new in plan.diff.changed)]
-    came = [*plan.diff.added, *(new for _old, new in plan.diff.changed)]
+    gone = [*plan.diff.removed, *(old for old, _new in plan.diff.changed), *plan.diff.reinstalled]
+    came = list(plan.diff.linked)
     old_records = {d.get("name"): d for _p, d in records.conda_records(plan.prefix)}
 
     def old_dist(row: Row) -> Dist:

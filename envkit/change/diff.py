@@ -45,18 +45,24 @@ class Diff:
     added: tuple[Row, ...] = ()
     changed: tuple[tuple[Row, Row], ...] = ()  # (installed, planned)
     removed: tuple[Row, ...] = ()
+    reinstalled: tuple[Row, ...] = ()  # --force-reinstall: the same build linked again from a checked cache
 
     @property
     def empty(self) -> bool:
-        return not (self.added or self.changed or self.removed)
+        return not (self.added or self.changed or self.removed or self.reinstalled)
+
+    @property
+    def linked(self) -> tuple[Row, ...]:
+        """What the change links into the env: added, the new side of changed, reinstalled."""
+        return (*self.added, *(new for _old, new in self.changed), *self.reinstalled)
 
     @property
     def download_bytes(self) -> int:
-        return sum(r.size or 0 for r in (*self.added, *(new for _old, new in self.changed)) if not r.cached)
+        return sum(r.size or 0 for r in self.linked if not r.cached)
 
     def touches(self, names: Iterable[str]) -> bool:
         wanted = set(names)
-        return any(r.name in wanted for r in (*self.added, *self.removed)) or any(
+        return any(r.name in wanted for r in (*self.added, *self.removed, *self.reinstalled)) or any(
             old.name in wanted for old, _new in self.changed)
 
     def to_json(self) -> dict[str, Any]:
@@ -65,7 +71,8 @@ class Diff:
 
         return {"added": [row(r) for r in self.added],
                 "changed": [{"name": old.name, "from": row(old), "to": row(new)} for old, new in self.changed],
-                "removed": [row(r) for r in self.removed], "download_bytes": self.download_bytes}
+                "removed": [row(r) for r in self.removed], "reinstalled": [row(r) for r in self.reinstalled],
+                "download_bytes": self.download_bytes}
 
 
 def installed_rows(records: Iterable[Mapping[str, Any]]) -> dict[str, Row]:
@@ -84,13 +91,16 @@ def planned_rows(packages: Iterable[PlannedPackage]) -> dict[str, Row]:
     return {p.name: Row(p.name, p.version, p.build, p.size, p.cached) for p in packages}
 
 
-def diff(installed: Mapping[str, Row], planned: Mapping[str, Row]) -> Diff:
-    """Same name, version and build: unchanged (conda's own test for "already installed")."""
+def diff(installed: Mapping[str, Row], planned: Mapping[str, Row], reinstall: Iterable[str] = ()) -> Diff:
+    """Same name, version and build: unchanged (conda's own test for "already installed"), unless `reinstall`
+    names it."""
     added = tuple(planned[n] for n in sorted(set(planned) - set(installed)))
     removed = tuple(installed[n] for n in sorted(set(installed) - set(planned)))
     changed = tuple((installed[n], planned[n]) for n in sorted(set(installed) & set(planned))
                     if (installed[n].version, installed[n].build) != (planned[n].version, planned[n].build))
-    return Diff(added, changed, removed)
+    moved = {old.name for old, _new in changed}
+    again = tuple(planned[n] for n in sorted(set(reinstall)) if n in planned and n in installed and n not in moved)
+    return Diff(added, changed, removed, again)
 
 
 def spec_name(spec: str) -> str:

@@ -19,6 +19,7 @@ Examples:
   envkit install --prefix ./env tqdm --yes      # an env made with --prefix, no questions
   envkit install dl_train pytorch=2.5.1         # change torch on purpose: the diff shows it and asks
   envkit install dl_train --pip einops          # the env's pip; a package wanting another torch is refused
+  envkit install dl_train --force-reinstall pip # link damaged files again (doctor's files fix)
 """
 UNINSTALL_EXAMPLES = """\b
 Examples:
@@ -64,7 +65,7 @@ def _split(name: str | None, packages: tuple[str, ...], prefix: str | None) -> t
 
 def _run_change(action: str, name: str | None, packages: tuple[str, ...], prefix: str | None, dry_run: bool,
                 yes: bool, mirror: str | None, channels: tuple[str, ...], no_verify: bool, as_json: bool,
-                use_pip: bool, index_url: str | None) -> None:
+                use_pip: bool, index_url: str | None, force_reinstall: bool = False) -> None:
     from envkit.change.apply import ChangeOptions, change_env
     from envkit.cli import output
     from envkit.errors import UsageError
@@ -76,7 +77,7 @@ def _run_change(action: str, name: str | None, packages: tuple[str, ...], prefix
         raise UsageError(f"name the packages to {action}", f"envkit {action} {name or '--prefix ' + str(prefix)} PKG...")
     opts = ChangeOptions(action=action, name=name, specs=packages, prefix=Path(prefix) if prefix else None,
                          mirror=mirror, channels=channels, dry_run=dry_run,
-                         no_verify=no_verify, pip=use_pip, index_url=index_url,
+                         no_verify=no_verify, pip=use_pip, index_url=index_url, force_reinstall=force_reinstall,
                          argv=("envkit", *sys.argv[1:]) if sys.argv and sys.argv[0].endswith("envkit") else
                          ("envkit", action, *([name] if name else ["--prefix", str(prefix)]), *packages))
 
@@ -110,12 +111,14 @@ def _run_change(action: str, name: str | None, packages: tuple[str, ...], prefix
 @click.argument("name", required=False)
 @click.argument("specs", nargs=-1)
 @_options
+@click.option("--force-reinstall", is_flag=True,
+              help="Link the named packages again from a checked cache (files doctor found damaged).")
 def install(name: str | None, specs: tuple[str, ...], prefix: str | None, dry_run: bool, yes: bool,
             mirror: str | None, channels: tuple[str, ...], no_verify: bool, as_json: bool, use_pip: bool,
-            index_url: str | None) -> None:
+            index_url: str | None, force_reinstall: bool) -> None:
     """Add conda packages to an env: re-solve, show the diff, apply atomically; torch is kept unless named."""
     _run_change("install", name, specs, prefix, dry_run, yes, mirror, channels, no_verify, as_json, use_pip,
-                index_url)
+                index_url, force_reinstall)
 
 
 @click.command(epilog=UNINSTALL_EXAMPLES)

@@ -462,7 +462,10 @@ def print_change_plan(plan: ChangePlan, err: bool = False) -> None:
                   f"{esc(new.build)}[/]{size(new)}")
     for row in d.removed:
         con.print(f"  [red]- {esc(row.label())}[/]")
+    for row in d.reinstalled:
+        con.print(f"  [cyan]= {esc(row.label())} (reinstalled)[/]{size(row)}")
     con.print(f"  {len(d.added)} added, {len(d.changed)} changed, {len(d.removed)} removed" +
+              (f", {len(d.reinstalled)} reinstalled" if d.reinstalled else "") +
               ("" if plan.pip else f"; {human_size(d.download_bytes)} to download"))
     for reason in plan.torch.reasons:
         con.print(f"  [bold yellow]torch:[/] {esc(reason)}")

@@ -507,9 +507,12 @@ def check_files(facts: Facts, copies: Sequence[TorchCopy], deep: bool = False) -
     if "pytorch" in broken and any(c.source == "pip" for c in copies):
         why = " (pip install torch replaced conda's files)"
     names = " ".join(broken)
+    # an env envkit made is repaired by envkit itself (the damaged cache entries are evicted and fetched again)
+    reinstall = (f"envkit install {_env_ref(facts)} --force-reinstall {names}" if facts.created else
+                 f"conda install -p {facts.prefix} --force-reinstall {names}")
     return Finding("files", PROBLEM, f"files of {len(broken)} package(s) missing or modified{why}: "
                    + "; ".join(parts) + "; e.g. " + ", ".join(examples),
-                   f"conda install -p {facts.prefix} --force-reinstall {names}  (or: {_rebuild(facts)})")
+                   f"{reinstall}  (or: {_rebuild(facts)})")
 
 
 def _newest_change(facts: Facts) -> float:

@@ -404,14 +404,15 @@ class RattlerEngine:
     def plan(self, specs: Sequence[str]) -> list[PlannedPackage]:
         return self.solve(specs)
 
-    def build(self, target: Path, final: Path, changing: Collection[str] | None = None) -> Built:
+    def build(self, target: Path, final: Path, changing: Collection[str] | None = None,
+              reinstall: Collection[str] = ()) -> Built:
         """Check the archives and the cache, link the plan into `target` (its paths rewritten for `final`),
         stamp what was extracted, and keep conda from tagging the env folder as a package cache.
         `changing`: the file names a change to an existing env installs (the others are linked already, so
-        their archives are neither read nor checked)."""
+        their archives are neither read nor checked); `reinstall`: package names linked again although installed."""
         self.check_file_hashes(changing)
         notes = self.check_cache(changing)
-        self.install(target, final)
+        self.install(target, final, reinstall)
         self.stamp_fresh()
         drop_cache_tag(target)
         return Built(tuple(self._plan), tuple(notes))
@@ -510,7 +511,7 @@ class RattlerEngine:
                 cache_entry_problem(pkgs / stem, self.settings.cache_dir / "envkit-verified" / f"{stem}.json",
                                     fresh=True)
 
-    def install(self, staging: Path, final: Path) -> None:
+    def install(self, staging: Path, final: Path, reinstall: Collection[str] = ()) -> None:
         import rattler
         from rattler import MatchSpec
 
@@ -522,7 +523,7 @@ class RattlerEngine:
             await rattler.install(self._records, target_prefix=staging, cache_dir=self.settings.cache_dir / "pkgs",
                                   client=self.client(), show_progress=False, reporter=reporter,
                                   requested_specs=requested, alternative_target_prefix=final,
-                                  platform=None)
+                                  platform=None, reinstall_packages=set(reinstall) or None)
 
         self.progress.phase("install")
         try:

@@ -296,7 +296,11 @@ def test_deleted_and_modified_files(capsys: pytest.CaptureFixture[str], bed: Pat
     assert files["status"] == "problem"
     assert "pip: 0 missing, 1 modified" in files["found"] and "pytorch: 1 missing, 0 modified" in files["found"]
     assert "torch/lib/libtorch_stub.txt (missing)" in files["found"] and "record says" in files["found"]
-    assert files["fix"].startswith(f"conda install -p {prefix} --force-reinstall pip pytorch")
+    assert files["fix"].startswith("envkit install damaged --force-reinstall pip pytorch")  # no conda needed
+    code, _out, err = run_cli(capsys, *files["fix"].split("  (or:")[0].split()[1:], "--yes")  # the fix, as printed
+    assert code == 0, err
+    code, report = doctor(capsys, "damaged", *H200)
+    assert finding(report, "files")["status"] == "ok"
 
 
 def test_system_cuda_on_ld_library_path(capsys: pytest.CaptureFixture[str], bed: Path, tmp_path: Path,
