@@ -394,3 +394,26 @@ def test_a_mirror_with_credentials_is_asked_for_again_and_never_written(capsys: 
     for path in prefix.rglob("*"):
         if path.is_file() and not path.is_symlink():
             assert st.password.encode() not in path.read_bytes(), path
+
+
+def test_force_reinstall_repairs_a_file_edited_in_place_and_its_cache_entry(capsys: pytest.CaptureFixture[str],
+                                                                            server: ChannelServer,
+                                                                            isolated: Path) -> None:
+    """Writing into an env's file writes into its hard-linked cache entry too: both must come back."""
+    make_env(capsys, server)
+    code, _out, err = run_cli(capsys, "install", "dl", "tqdm")
+    assert code == 0, err
+    prefix = isolated / "envs" / "dl"
+    target = prefix / "lib" / f"python{PY}" / "site-packages" / "tqdm_standin" / "__init__.py"
+    good = target.read_bytes()
+    with target.open("r+b") as handle:  # in place: the same inode as the cache's copy
+        handle.write(b"XX")
+    code, out, _err = run_cli(capsys, "doctor", "dl", "--deep", "--json")
+    files = next(f for f in json.loads(out)["findings"] if f["check"] == "files")
+    assert files["status"] == "problem" and files["fix"].startswith("envkit install dl --force-reinstall tqdm")
+    code, out, err = run_cli(capsys, "install", "dl", "--force-reinstall", "tqdm")
+    assert code == 0, err
+    assert "= tqdm 1.0.0 pyh_envkit_0 (reinstalled)" in out
+    assert target.read_bytes() == good
+    code, out, _err = run_cli(capsys, "doctor", "dl", "--deep", "--json")
+    assert next(f for f in json.loads(out)["findings"] if f["check"] == "files")["status"] == "ok"

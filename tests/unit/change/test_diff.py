@@ -70,3 +70,9 @@ def test_blame_follows_the_dependencies_from_the_command_to_the_culprit() -> Non
     assert blame("pytorch-mutex", plan, ["tqdm", "legacy-cpu-addon"]) == ["legacy-cpu-addon", "cpuonly",
                                                                          "pytorch-mutex"]
     assert blame("pytorch-mutex", plan, ["tqdm"]) == []
+
+
+def test_a_reinstall_is_its_own_row_and_only_for_what_stays_installed() -> None:
+    d = diff(CUDA_ENV, CUDA_ENV, reinstall=["python", "tqdm"])
+    assert [r.name for r in d.reinstalled] == ["python"] and not d.empty and d.touches({"python"})
+    assert [r.name for r in d.linked] == ["python"]
