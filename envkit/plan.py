@@ -261,7 +261,7 @@ def render_env(*, spec: str | None = None, from_file: Path | None = None, name: 
                 check_torch_text(parsed)
                 if parsed.torch is None and parsed.coupled_torch:
                     notes.append(f"torch {parsed.coupled_torch}: the release the file's coupled pins (triton, "
-                                 "+ptXY wheels, a PyG page) were built for; the file's torch line has no pin")
+                                 "+ptXY wheels, a PyG page, flash-attn's +cuXYtorchA.B wheels) were built for; the file's torch line has no pin")
             flavors = (req.flavor,) if flavor_given else flavor_order(parsed, req.torch)
             first: SelectionError | None = None
             from_file_error: SelectionError | None = None

@@ -289,6 +289,19 @@ def parse_pip_line(text: Any, where: str = "pip") -> PipLine:
         if dropped:
             value = f"{req} {options}".strip()
     if _URLISH_RE.match(req):
+        url, sep, marker = req.partition("; ")
+        if sep:
+            # pip splits a URL or path requirement from its environment markers at "; " (semicolon and blank: a
+            # URL may hold ';'), pip/_internal/req/constructors.py parse_req_from_line; theroyallab/tabbyAPI's
+            # `https://.../exllamav2-0.0.11+cu118-cp311-cp311-linux_x86_64.whl; platform_system == "Linux"`
+            from packaging.markers import InvalidMarker, Marker
+
+            try:
+                Marker(marker)
+            except InvalidMarker as exc:
+                raise RenderError(f"{where}: the environment marker of {value!r} is not valid ({exc})",
+                                  'write it as pip does: URL; python_version == "3.11"') from None
+            req = url.strip()
         _check_arg(req, "requirement URL or path", where)
         local = not re.match(r"^[a-z+]+://", req) and not req.startswith(("git+", "hg+", "svn+", "bzr+"))
         return PipLine(value, "", req, _requirement_name(req), local and not req.startswith("file:"), ignored)

@@ -153,3 +153,17 @@ def test_a_clone_hard_links_package_files_and_copies_what_is_rewritten_in_place(
     (clone / ".envkit" / "create.json").write_text('{"changed": 1}')
     assert (env / "conda-meta" / "history").read_text() == "==> old <==\n"  # the live env is untouched
     assert (env / ".envkit" / "create.json").read_text() == "{}"
+
+
+def test_the_exit_path_removes_any_marker_of_this_run_whose_folder_is_gone(tmp_path: Path) -> None:
+    """scripts/torture.py (bundle SIGINT #13, seed 31): a marker of this run outlived its folder by a path that did
+    not register it as unfinished, and the run said nothing was left behind. The exit path now looks at every marker
+    this run made; a kept folder (an old env set aside) keeps its marker."""
+    gone = staging.hold(staging.STAGING, tmp_path / "out", mkdir=True)
+    gone.folder.rmdir()
+    gone.abandon()  # released with its marker still on disk, and not in _UNFINISHED
+    kept = staging.hold(staging.OLD, tmp_path / "env", mkdir=True)
+    kept.abandon()
+    assert staging.settle_at_exit() == []
+    assert not gone.lock.exists()
+    assert kept.folder.is_dir() and kept.lock.exists()
