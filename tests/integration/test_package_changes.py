@@ -229,6 +229,14 @@ def test_uninstall_removes_a_requested_package_and_refuses_one_others_need(capsy
     assert not (prefix / "lib" / f"python{PY}" / "site-packages" / "tqdm_standin").exists()
     assert "# remove specs: ['tqdm']" in (prefix / "conda-meta" / "history").read_text()
     assert "tqdm" not in requested_specs(prefix)
+    # conda's own reader of the file (conda/history.py, vendored by conda-lock) follows both revisions
+    from conda_lock._vendor.conda.history import History
+
+    history = History(str(prefix))
+    assert set(history.get_requested_specs_map()) == {"python", "pytorch", "cuda-version"}
+    states = history.construct_states()
+    assert len(states) == 3 and any("tqdm-1.0.0" in d for d in states[1][1]) and not any(
+        "tqdm" in d for d in states[2][1])
     before = snapshot(prefix)
     code, _out, err = run_cli(capsys, "uninstall", "dl", "python")
     assert code == 2 and "pytorch depends on it" in err and "envkit uninstall dl python pytorch" in err
