@@ -5,7 +5,7 @@ included; conda writes the same kind of rule in gateways/__init__.py). Each floo
 floor and the floors below it, never one above; within a floor, no import cycle:
 
   7  cli/                               the only package that knows click or rich; prints and exits
-  6  lock/ (solve, bundle), doctor/, shell/, fleet/     the verbs' cores beside create
+  6  lock/ (solve, bundle), doctor/, shell/, fleet/, change/     the verbs' cores beside create
   5  create.py                          install atomically, settle, verify
   4  plan.py, export.py                 what to install (detect -> select -> env file); what is installed
   3  engines/                           rattler (the only importer of rattler), conda/mamba/micromamba, pip
@@ -29,7 +29,7 @@ LAYERS: tuple[tuple[int, tuple[str, ...]], ...] = (
     (3, ("envkit.engines",)),
     (4, ("envkit.plan", "envkit.export")),
     (5, ("envkit.create",)),
-    (6, ("envkit.lock", "envkit.doctor", "envkit.shell", "envkit.fleet")),
+    (6, ("envkit.lock", "envkit.doctor", "envkit.shell", "envkit.fleet", "envkit.change")),
     (7, ("envkit.cli", "envkit.__main__")),
 )
 PURE: dict[str, tuple[str, ...]] = {

@@ -18,6 +18,7 @@ from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 _TOKEN_RE = re.compile(r"/t/([^/]+)(?=/|$)")
 _REDACTED = "********"
+REDACTED = _REDACTED  # what a redacted secret reads as in a record (a recorded mirror URL, for one)
 
 
 @dataclass

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark `envkit create --no-verify` of a ~100-package env from a local channel, against the
-floor: the same solve + install done by a minimal direct py-rattler script. Also times `envkit export`.
+floor: the same solve + install done by a minimal direct py-rattler script. Also times `envkit export` and
+`envkit install` of one more package into that env (re-solve, diff, hard-linked clone, swap) against the create.
 
 Each measurement is a fresh process (what a user waits for). Cold = empty package cache,
 warm = cache filled by an earlier run. Targets (issues #4, #6) on the 2-core dev machine:
@@ -54,13 +55,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
-    from testbed.channel import PY, bench_universe, build, index, pip_pkg, python_pkg
+    from testbed.channel import PY, Pkg, bench_universe, build, index, pip_pkg, python_pkg
 
     work = Path(tempfile.mkdtemp(prefix="envkit-bench-"))
     channel = work / "channel"
     start = time.perf_counter()
     pkgs = [python_pkg(), pip_pkg(), *bench_universe()]
-    for pkg in pkgs:
+    extra = Pkg("bench-extra", "1.0.0", "0", subdir="noarch", noarch="generic",
+                files={f"share/bench-extra/f{j:02d}.txt": b"extra\n" * 40 for j in range(25)})
+    for pkg in (*pkgs, extra):
         build(pkg, channel)
     index(channel)
     files = sum(len(p.files) for p in pkgs if p.name.startswith("bench"))
@@ -73,7 +76,7 @@ def main() -> int:
     envkit = [sys.executable, "-m", "envkit"]
     base_env = dict(os.environ, ENVKIT_HOME=str(work / "home"), CONDA_OVERRIDE_CUDA="")
     results: dict[str, list[float]] = {k: [] for k in ("floor cold", "envkit cold", "floor warm", "envkit warm",
-                                                        "envkit export")}
+                                                        "envkit export", "envkit install")}
     warm_floor = work / "cache-floor-warm"
     warm_envkit = work / "cache-envkit-warm"
     for i in range(args.runs + 1):
@@ -90,6 +93,8 @@ def main() -> int:
                                          dict(base_env, ENVKIT_CACHE_DIR=str(warm_envkit))),
             "envkit export": lambda: timed(envkit + ["export", f"w{i}"],
                                            dict(base_env, ENVKIT_CACHE_DIR=str(warm_envkit))),
+            "envkit install": lambda: timed(envkit + ["install", f"w{i}", "bench-extra", "--yes", "--json"],
+                                            dict(base_env, ENVKIT_CACHE_DIR=str(warm_envkit))),
         }
         for label, run in runs.items():
             elapsed = run()
@@ -101,6 +106,8 @@ def main() -> int:
     for kind in ("cold", "warm"):
         ratio = statistics.median(results[f"envkit {kind}"]) / statistics.median(results[f"floor {kind}"])
         print(f"envkit / floor ({kind}): {ratio:.2f}x")
+    ratio = statistics.median(results["envkit install"]) / statistics.median(results["envkit warm"])
+    print(f"install of one package / warm create of the env: {ratio:.2f}x")
     shutil.rmtree(work, ignore_errors=True)
     return 0
 

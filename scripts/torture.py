@@ -16,8 +16,10 @@ Prints a table and exits 1 if any bad count is not 0:
   staging left unnamed by a ...   SIGINT/SIGTERM left a staging folder its message did not name
 
 Kills (SIGKILL, SIGINT, SIGTERM, --kills of each) land during every verb that stages: create, create --lock,
-create --bundle and bundle (--verbs picks some); half of them wait until the staging folder exists. After
-each, the next command of the same kind must leave no .envkit-* name at all (a SIGKILL's staging is swept).
+create --bundle, bundle and install (install / uninstall of one package into an existing env; --verbs picks
+some); half of them wait until the staging folder exists. After each, the next command of the same kind must
+leave no .envkit-* name at all (a SIGKILL's staging is swept); after an install kill the env must be exactly the
+one before or the one after (half-applied changes).
 
 Usage: python scripts/torture.py [--short] [--kills N] [--verbs V,...] [--kills-only] [--seed S] [--json F]
 (needs the test extra: zstandard). The full run of issue 20 (30 of each signal x 4 verbs = 360 kills,
@@ -52,7 +54,8 @@ class Tally:
     bad: dict[str, list[str]] = field(default_factory=lambda: {
         "envs lost": [], "half-made envs under a name": [], "staging left after next cmd": [],
         "old envs lost on failed force": [], "damaged files linked": [], "tracebacks": [],
-        "false 'nothing was left behind'": [], "staging left unnamed by a handled signal": []})
+        "false 'nothing was left behind'": [], "staging left unnamed by a handled signal": [],
+        "half-applied changes": []})
     counts: dict[str, list[int]] = field(default_factory=dict)  # what: [times it happened, times checked]
 
     def count(self, what: str, happened: bool) -> None:
@@ -151,7 +154,7 @@ def next_command(bed: Bed, tally: Tally, label: str, counter: list[int]) -> None
         tally.flag("envs lost", f"{label}: the next create failed: {done.stderr.strip()[-300:]}")
 
 
-VERBS = ("create", "create-lock", "create-bundle", "bundle")
+VERBS = ("create", "create-lock", "create-bundle", "bundle", "install")
 INTERRUPTED = "nothing half-made was left behind"
 STAGING_NAMES = (".envkit-staging", ".envkit-bundle")  # the second: the name bundle staging had before issue 20
 
@@ -241,6 +244,80 @@ def kills(bed: Bed, tally: Tally, rng: random.Random, per_signal: int, verbs: tu
                 else:
                     next_command(bed, tally, label, counter)
                 audit(bed, tally, label, ["victim"])
+
+
+CHANGED = "tqdm"  # the package install / uninstall kills add and take away (a noarch one of the test bed)
+
+
+def applied(prefix: Path) -> bool | None:
+    """True / False: the change is all there / not at all; None: half of it (a record without its files or the
+    reverse): an env that is neither the one before nor the one after."""
+    record = any(prefix.glob(f"conda-meta/{CHANGED}-*.json"))
+    files = any(prefix.glob(f"lib/python*/site-packages/{CHANGED}_standin/__init__.py"))
+    return record if record == files else None
+
+
+def install_kills(bed: Bed, tally: Tally, rng: random.Random, per_signal: int) -> None:
+    """SIGKILL, SIGINT and SIGTERM at a random moment of `envkit install victim tqdm` or `uninstall` (whichever
+    applies): the env must stay complete and be exactly the one before or the one after, never half of each;
+    the user's own file in it survives; the next install leaves no .envkit-* name."""
+    if not (bed.envs / "victim").exists():
+        assert bed.run("victim").returncode == 0
+
+    def change(verb: str) -> list[str]:
+        return [sys.executable, "-m", "envkit", verb, "victim", CHANGED, "--yes", "--json"]
+
+    start = time.perf_counter()
+    for verb in ("install", "uninstall"):
+        done = subprocess.run(change(verb), env=bed.env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+    span = (time.perf_counter() - start) / 2
+    for sig in (signal.SIGKILL, signal.SIGINT, signal.SIGTERM):
+        for i in range(per_signal):
+            victim = bed.envs / "victim"
+            verb = "uninstall" if applied(victim) else "install"
+            label = f"install {sig.name} #{i} ({verb})"
+            (victim / "keep.txt").write_text("mine")
+            proc = subprocess.Popen(change(verb), env=bed.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                    text=True)
+            if i % 2:  # half of the kills land while the staging clone exists
+                deadline = time.perf_counter() + span * 2
+                while proc.poll() is None and time.perf_counter() < deadline and not any(
+                        n.startswith(STAGING_NAMES) for n in leftovers(bed.envs)):
+                    time.sleep(0.001)
+                time.sleep(rng.uniform(0, span * 0.2))
+            else:
+                time.sleep(rng.uniform(0.05, span * 1.1))
+            staged = any(n.startswith(STAGING_NAMES) for n in leftovers(bed.envs))
+            proc.send_signal(sig)
+            tally.count(f"install {sig.name} while staging existed", staged)
+            try:
+                _out, err = proc.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                _out, err = proc.communicate()
+                tally.flag("staging left after next cmd", f"{label}: it did not stop within 60 s")
+            tally.fault(f"install {sig.name}")
+            err = err or ""
+            if "Traceback" in err:
+                if "in <module>" in err or "importlib._bootstrap" in err:
+                    tally.fault(f"{sig.name} during interpreter start-up")
+                else:
+                    tally.flag("tracebacks", f"{label}: {err[-300:]}")
+            if not complete(victim) or not (victim / "keep.txt").is_file():
+                tally.flag("envs lost", f"{label}: the env is incomplete or lost the user's file")
+            elif applied(victim) is None:
+                tally.flag("half-applied changes", f"{label}: {CHANGED} half there")
+            left = [n for n in leftovers(bed.envs) if n.startswith(STAGING_NAMES)]
+            if left and INTERRUPTED in err:
+                tally.flag("false 'nothing was left behind'", f"{label}: {left}")
+            if left and sig != signal.SIGKILL and not all(n.split(".lock")[0] in err for n in left):
+                tally.flag("staging left unnamed by a handled signal", f"{label}: {left}: {err.strip()[-200:]}")
+            tally.count(f"install {sig.name} left staging right after", bool(left))
+            done = subprocess.run(change("install"), env=bed.env, capture_output=True, text=True, timeout=300)
+            if done.returncode != 0:
+                tally.flag("envs lost", f"{label}: the next install failed: {done.stderr.strip()[-300:]}")
+            audit(bed, tally, label, ["victim"])
 
 
 def audit_bundles(bed: Bed, tally: Tally, label: str) -> None:
@@ -395,7 +472,9 @@ def main() -> int:
         unknown = [v for v in verbs if v not in VERBS]
         if unknown:
             parser.error(f"unknown verb {unknown[0]!r}: use {', '.join(VERBS)}")
-        kills(bed, tally, rng, per_signal, verbs)
+        kills(bed, tally, rng, per_signal, tuple(v for v in verbs if v != "install"))
+        if "install" in verbs:
+            install_kills(bed, tally, rng, per_signal)
         skipped = None
         if not args.kills_only:
             corrupt_cache(bed, tally, rng, rounds)

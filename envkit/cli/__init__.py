@@ -38,6 +38,8 @@ def cli(verbose: bool) -> None:
 
 # Verbs live in one module per family; each imports only click at import time and keeps heavy
 # imports inside its commands, so `envkit --help` stays instant.
+from envkit.cli import change as _change  # noqa: E402
+from envkit.cli import config as _config  # noqa: E402
 from envkit.cli import doctor as _doctor  # noqa: E402
 from envkit.cli import env as _env  # noqa: E402
 from envkit.cli import fleet as _fleet  # noqa: E402
@@ -45,9 +47,9 @@ from envkit.cli import help as _help  # noqa: E402
 from envkit.cli import lock as _lock  # noqa: E402
 from envkit.cli import shell as _shell  # noqa: E402
 
-for _command in (*_env.COMMANDS, _lock.lock_cmd, _fleet.bundle, _fleet.fleet, _shell.shell_cmd,
+for _command in (*_env.COMMANDS, *_change.COMMANDS, _lock.lock_cmd, _fleet.bundle, _fleet.fleet, _shell.shell_cmd,
                  _shell.activate_cmd, _shell.deactivate_cmd, _shell.kernel_cmd, _doctor.doctor, _doctor.completion,
-                 _help.help_cmd):
+                 _config.config_cmd, _help.help_cmd):
     cli.add_command(_command)
 
 

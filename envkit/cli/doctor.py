@@ -47,17 +47,18 @@ def _print(reports: list[Any]) -> None:
 @click.option("--prefix", default=None, help="Check the environment at this path.")
 @click.option("--all", "all_envs", is_flag=True, help="Check every environment envkit and conda know about.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (stable keys).")
+@click.option("--deep", is_flag=True, help="Also compare every file's sha256 with its record (as conda doctor).")
 @driver_option()
 @cc_option()
-def doctor(name: str | None, prefix: str | None, all_envs: bool, as_json: bool, driver_version: str | None,
-           compute_capability: tuple[str, ...]) -> None:
+def doctor(name: str | None, prefix: str | None, all_envs: bool, as_json: bool, deep: bool,
+           driver_version: str | None, compute_capability: tuple[str, ...]) -> None:
     """Static health checks of an environment (default: the active one): 0 healthy, 5 problems found."""
     from envkit.cli import output
     from envkit.doctor import doctor as run_doctor
     from envkit.errors import ExitCode
 
     reports = run_doctor(name=name, prefix=prefix, all_envs=all_envs, driver_version=driver_version,
-                         compute_capabilities=compute_capability)
+                         compute_capabilities=compute_capability, deep=deep)
     if as_json:
         data: Any = [r.to_json() for r in reports] if all_envs else reports[0].to_json()
         output.plain(output.dump_json(data))

@@ -446,23 +446,29 @@ def list_cmd(as_json: bool) -> None:
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
                epilog=examples(("train inside dl_train without activating it", "envkit run dl_train -- python train.py"),
-                               ("the CUDA its torch was built for", "envkit run dl_train -- python -c 'import torch; print(torch.version.cuda)'")))
-@click.argument("name", shell_complete=complete_envs)
-@click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
-def run(name: str, command: tuple[str, ...]) -> None:
+                               ("the CUDA its torch was built for", "envkit run dl_train -- python -c 'import torch; print(torch.version.cuda)'"),
+                               ("an environment made with --prefix", "envkit run --prefix /scratch/envs/dl -- python train.py")))
+@click.option("--prefix", default=None, help="Run in the environment at this path (instead of NAME).")
+@click.argument("name", required=False, shell_complete=complete_envs)
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def run(prefix: str | None, name: str | None, command: tuple[str, ...]) -> None:
     """Run COMMAND with the environment activated: envkit run NAME -- python train.py"""
     from envkit.shell.run import run_in_env
 
-    raise SystemExit(run_in_env(name, list(command)))
+    if prefix and name is not None:  # with --prefix, the first word is the command
+        command, name = (name, *command), None
+    raise SystemExit(run_in_env(name, list(command), prefix))
 
 
 @click.command(epilog=examples(("remove dl_train after a confirmation", "envkit remove dl_train"),
-                               ("the same in a script", "envkit remove dl_train --yes")))
-@click.argument("name", shell_complete=complete_envs)
+                               ("the same in a script", "envkit remove dl_train --yes"),
+                               ("an environment made with --prefix", "envkit remove --prefix /scratch/envs/dl --yes")))
+@click.argument("name", required=False, shell_complete=complete_envs)
+@click.option("--prefix", default=None, help="Remove the environment at this path (instead of NAME).")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @click.option("--not-envkit", is_flag=True,
               help="Also remove an env envkit cannot prove it made (conda-made, copied, other ENVKIT_HOME).")
-def remove(name: str, yes: bool, not_envkit: bool) -> None:
+def remove(name: str | None, prefix: str | None, yes: bool, not_envkit: bool) -> None:
     """Remove an environment envkit made (README: what remove will and will not touch)."""
     from envkit.cli import output
     from envkit.errors import UsageError
@@ -470,15 +476,18 @@ def remove(name: str, yes: bool, not_envkit: bool) -> None:
     from envkit.prefix.ownership import check_deletable
     from envkit.prefix.inventory import remove_env
 
-    prefix = find_prefix(name, None)
-    check_deletable(prefix, allow_foreign=not_envkit)  # refuse before asking
+    if name and prefix:
+        raise UsageError("give NAME or --prefix PATH, not both", f"envkit remove --prefix {prefix}")
+    where = name or f"--prefix {prefix}"
+    path = find_prefix(name, prefix)
+    check_deletable(path, allow_foreign=not_envkit)  # refuse before asking
     if not yes:
         if not sys.stdin.isatty():
-            raise UsageError(f"refusing to remove {prefix} without confirmation", f"envkit remove {name} --yes")
-        click.confirm(f"Remove {prefix}?", abort=True)
-    remove_env(prefix, not_envkit=not_envkit)
-    output.plain(f"removed {prefix}")
-    forget_kernels(prefix)  # its Jupyter kernel goes with it (issue 14)
+            raise UsageError(f"refusing to remove {path} without confirmation", f"envkit remove {where} --yes")
+        click.confirm(f"Remove {path}?", abort=True)
+    remove_env(path, not_envkit=not_envkit)
+    output.plain(f"removed {path}")
+    forget_kernels(path)  # its Jupyter kernel goes with it (issue 14)
 
 
 COMMANDS = (detect, verify, render, create, export, list_cmd, run, remove)

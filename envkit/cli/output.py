@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -19,6 +19,10 @@ from envkit.models import DetectResult, Machine, Selection
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from envkit.change.apply import ChangeResult
+    from envkit.change.clean import CleanResult
+    from envkit.change.diff import ChangePlan, Row
+    from envkit.config import Setting
     from envkit.create import CreateResult, Plan
     from envkit.engines.rattler_engine import Progress
     from envkit.verify.report import VerifyReport
@@ -527,6 +531,19 @@ class _QuietProgress:
         return None
 
 
+@contextmanager
+def paused(bars: AbstractContextManager[Progress]) -> Iterator[None]:
+    """Take the live bars off the terminal while a plan is printed and a question asked, then put them back."""
+    if not isinstance(bars, _RichProgress):
+        yield
+        return
+    bars.bar.stop()
+    try:
+        yield
+    finally:
+        bars.bar.start()
+
+
 def progress(quiet: bool) -> AbstractContextManager[Progress]:
     """Rich bars on a terminal, plain phase lines otherwise, nothing with --quiet/--json."""
     if quiet:
@@ -646,3 +663,88 @@ def redacting_streams() -> Iterator[None]:
             except (OSError, ValueError):
                 pass
         sys.stdout, sys.stderr = out, err
+
+
+# -- install / uninstall / update (envkit/change) ----------------------------------------------------------
+def print_change_plan(plan: ChangePlan, err: bool = False) -> None:
+    """The diff before anything is downloaded: + added, ~ changed (from -> to), - removed, the download size."""
+    con = console(stderr=err)
+    d = plan.diff
+    if d.empty:
+        con.print(f"{esc(str(plan.prefix))}: nothing to change (the env already has what was asked)")
+        return
+    con.print(f"{plan.action}{' (pip)' if plan.pip else ''} {'from' if plan.action == 'uninstall' else 'into'} "
+              f"{esc(str(plan.prefix))}:")
+
+    def size(row: Row) -> str:
+        return "" if row.size is None else f"  {human_size(row.size)}{'' if row.cached else ' to download'}"
+
+    for row in d.added:
+        con.print(f"  [green]+ {esc(row.label())}[/]{size(row)}")
+    for old, new in d.changed:
+        con.print(f"  [yellow]~ {esc(old.name)} {esc(old.version)} {esc(old.build)} -> {esc(new.version)} "
+                  f"{esc(new.build)}[/]{size(new)}")
+    for row in d.removed:
+        con.print(f"  [red]- {esc(row.label())}[/]")
+    for row in d.reinstalled:
+        con.print(f"  [cyan]= {esc(row.label())} (reinstalled)[/]{size(row)}")
+    con.print(f"  {len(d.added)} added, {len(d.changed)} changed, {len(d.removed)} removed" +
+              (f", {len(d.reinstalled)} reinstalled" if d.reinstalled else "") +
+              ("" if plan.pip else f"; {human_size(d.download_bytes)} to download"))
+    for reason in plan.torch.reasons:
+        con.print(f"  [bold yellow]torch:[/] {esc(reason)}")
+
+
+def print_change_result(result: ChangeResult) -> None:
+    con = console()
+    for note in result.notes:
+        con.print(f"[yellow]note:[/] {esc(note)}")
+    if result.dry_run:
+        con.print("Dry run: nothing was downloaded or changed.")
+        return
+    if not result.applied:
+        if result.restored_old:
+            con.print(f"verify FAILED after the change: {esc(str(result.plan.prefix))} is back as it was")
+        return
+    phases = ", ".join(f"{k} {v:.2f}s" for k, v in result.phases.items())
+    done = {"install": "installed", "uninstall": "uninstalled", "update": "updated"}[result.plan.action]
+    con.print(f"[bold green]{done}[/] {esc(' '.join(result.plan.specs)) or 'everything'} "
+              f"in {esc(str(result.plan.prefix))} ({phases})"
+              + ("" if result.plan.pip else "; conda-meta/history records it"))
+    if result.verify is not None:
+        print_verify(result.verify)
+
+
+def print_settings(settings: Sequence[Setting]) -> None:
+    from rich.table import Table
+
+    table = Table(show_edge=False)
+    for col in ("key", "value", "from"):
+        table.add_column(col)
+    for s in settings:
+        value = "" if s.value is None else ", ".join(s.value) if isinstance(s.value, list) else str(s.value)
+        table.add_row(esc(s.key), esc(value), esc(s.origin))
+    console().print(table)
+    console().print("[dim]a command-line flag beats ENVKIT_*, which beats the config file, which beats the default[/]")
+
+
+def print_clean(result: CleanResult) -> None:
+    con = console()
+    groups: dict[tuple[str, str], list[int]] = {}
+    for item in result.items:
+        if item.what in ("staging", "set-aside env") or item.action != "remove":
+            con.print(f"  {esc(item.action)}: {esc(item.what)} {esc(str(item.path))} ({human_size(item.size)})")
+            continue
+        size, frees, count = groups.setdefault((item.what, str(item.path.parent)), [0, 0, 0])
+        groups[(item.what, str(item.path.parent))] = [size + item.size, frees + item.frees, count + 1]
+    for (what, where), (size, frees, count) in groups.items():
+        shared = f", {human_size(size - frees)} of it hard-linked into envs (stays with them)" if size > frees else ""
+        con.print(f"  {'would remove' if result.dry_run else 'removed'} {esc(what)} ({count} files and folders) in "
+                  f"{esc(where)}: {human_size(size)}{shared}")
+    for note in result.notes:
+        con.print(f"[yellow]note:[/] {esc(note)}")
+    if not result.items:
+        con.print("nothing to clean")
+        return
+    con.print(f"Dry run: nothing was removed; {human_size(result.frees)} would be freed" if result.dry_run else
+              f"{human_size(result.frees)} freed")

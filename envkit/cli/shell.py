@@ -139,9 +139,8 @@ def kernel_cmd(name: str | None, prefix: str | None, remove: bool) -> None:
     path = find_prefix(name, prefix)
     if not has_ipykernel(path):
         raise EnvkitError(f"{path} has no ipykernel, so Jupyter cannot start a kernel from it",
-                          f"install it into the env (conda install -p {path} ipykernel, or "
-                          f"envkit run {name or path} -- python -m pip install ipykernel), then envkit kernel "
-                          f"{name or '--prefix ' + str(path)}")
+                          f"install it into the env (envkit install {name or '--prefix ' + str(path)} ipykernel), "
+                          f"then envkit kernel {name or '--prefix ' + str(path)}")
     kernel = register(path, name or path.name)
     output.plain(output.sanitize(f"registered Jupyter kernel {kernel.name}: {kernel.display_name} ({kernel.path})"))
     for note in kernel.skipped:  # a logo that was a symlink out of the env, a device or a FIFO: said, not copied

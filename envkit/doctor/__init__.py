@@ -69,7 +69,7 @@ _SHAPE_ERRORS = (TypeError, ValueError, AttributeError, KeyError, IndexError, Ov
 
 
 def diagnose(prefix: Path, machine: Machine, *, environ: Mapping[str, str] | None = None,
-             now: float | None = None) -> DoctorReport:
+             now: float | None = None, deep: bool = False) -> DoctorReport:
     """Every check on one prefix, for one machine; never raises for what it finds."""
     start = time.perf_counter()
     env = os.environ if environ is None else environ
@@ -89,7 +89,7 @@ def diagnose(prefix: Path, machine: Machine, *, environ: Mapping[str, str] | Non
         ("ld-library-path", lambda: check_ld_library_path(facts, loaded, env)),
         ("channels", lambda: check_channels(facts)),
         ("cudatoolkit", lambda: check_cudatoolkit(facts)),
-        ("files", lambda: check_files(facts, copies)),
+        ("files", lambda: check_files(facts, copies, deep)),
         ("verify", lambda: check_verify(facts, machine, time.time() if now is None else now)),
     ]
     findings = [_guarded(name, run, prefix) for name, run in checks]
@@ -115,9 +115,9 @@ def _unreadable(prefix: Path, machine: Machine, why: str) -> DoctorReport:
                                  f"check it by hand: ls -la {prefix}/conda-meta"),), 0.0)
 
 
-def _diagnose_one(prefix: Path, machine: Machine) -> DoctorReport:
+def _diagnose_one(prefix: Path, machine: Machine, deep: bool = False) -> DoctorReport:
     try:
-        return diagnose(prefix, machine)
+        return diagnose(prefix, machine, deep=deep)
     except EnvkitError as exc:
         return _unreadable(prefix, machine, exc.message)
     except (OSError, *_SHAPE_ERRORS) as exc:
@@ -128,7 +128,8 @@ DEFAULT_ALL = False
 
 
 def doctor(*, name: str | None = None, prefix: str | None = None, all_envs: bool = DEFAULT_ALL,
-           driver_version: str | None = None, compute_capabilities: tuple[str, ...] = ()) -> list[DoctorReport]:
+           driver_version: str | None = None, compute_capabilities: tuple[str, ...] = (),
+           deep: bool = False) -> list[DoctorReport]:
     """Resolve the env(s) (default: the active $CONDA_PREFIX), detect the machine once, diagnose each."""
     if all_envs and (name or prefix):
         raise UsageError("give NAME, --prefix or --all, not several", "envkit doctor --all")
@@ -145,4 +146,4 @@ def doctor(*, name: str | None = None, prefix: str | None = None, all_envs: bool
                              "envkit doctor NAME, envkit doctor --prefix PATH, or envkit doctor --all")
         prefixes = [find_prefix(None, active)]
     machine = detect(driver_version=driver_version, compute_capabilities=compute_capabilities)
-    return [_diagnose_one(p, machine) for p in prefixes]
+    return [_diagnose_one(p, machine, deep) for p in prefixes]

@@ -11,6 +11,7 @@ import calendar
 import os
 import re
 import shutil
+import stat
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from envkit.compat import driver_version, load, parse_cc
 from envkit.compat.select import covers, select
 from envkit.doctor.facts import Facts, TorchCopy, norm, nvidia_pins, version_py
 from envkit.errors import EnvkitError
+from envkit.fsutil import sha256_of
 from envkit.models import Machine, Request
 from envkit.plan import with_pytorch_index
 from envkit.prefix.locations import search_dirs
@@ -445,13 +447,38 @@ def check_cudatoolkit(facts: Facts) -> Finding:
                    f"conda remove -p {facts.prefix} cudatoolkit")
 
 
-def check_files(facts: Facts, copies: Sequence[TorchCopy]) -> Finding:
-    """Every file a conda-meta record lists exists, with the recorded size (hardlinked files)."""
+TEXT_HASH_LIMIT = 1 << 20  # prefix-rewritten text files are scripts and configs; a bigger one is left to --deep
+
+
+def check_files(facts: Facts, copies: Sequence[TorchCopy], deep: bool = False) -> Finding:
+    """Every file a conda-meta record lists exists, with the recorded size (hardlinked files); prefix-rewritten
+    text files (whose size changed at link time) match their sha256_in_prefix; `deep`: every file's sha256, as
+    `conda doctor` checks (conda/plugins/subcommands/doctor/health_checks.py, altered files)."""
     missing: dict[str, int] = {}
     changed: dict[str, int] = {}
     examples: list[str] = []
     prefix = str(facts.prefix)
+    hashed = 0
     for r in facts.records:
+        for rel, digest, rewritten in r.digests:
+            if not (deep or rewritten) or "__pycache__" in rel:
+                continue
+            path = f"{prefix}/{rel}"
+            try:
+                st = os.lstat(path)
+                if not stat.S_ISREG(st.st_mode) or (not deep and st.st_size > TEXT_HASH_LIMIT):
+                    continue
+                hashed += 1
+                if sha256_of(Path(path)) == digest:
+                    continue
+            except OSError:
+                continue  # missing: counted by the existence check below
+            changed[r.name] = changed.get(r.name, 0) + 1
+            if len(examples) < 3:
+                examples.append(f"{rel} (sha256 differs from the record's"
+                                + (" sha256_in_prefix)" if rewritten else ")"))
+    for r in facts.records:
+        by_hash = {d[0] for d in r.digests} if deep else set()  # with --deep, the hash above judged these
         for rel, size, ptype in r.paths:
             if "__pycache__" in rel or ptype in ("directory", "pyc_file"):
                 continue
@@ -462,7 +489,7 @@ def check_files(facts: Facts, copies: Sequence[TorchCopy]) -> Finding:
                 if len(examples) < 3:
                     examples.append(f"{rel} (missing)")
                 continue
-            if size is not None and ptype in ("hardlink", "file") and st.st_size != size:
+            if size is not None and ptype in ("hardlink", "file") and st.st_size != size and rel not in by_hash:
                 changed[r.name] = changed.get(r.name, 0) + 1
                 if len(examples) < 3:
                     examples.append(f"{rel} ({st.st_size} bytes, record says {size})")
@@ -470,16 +497,22 @@ def check_files(facts: Facts, copies: Sequence[TorchCopy]) -> Finding:
         return Finding("files", PROBLEM, "; ".join(facts.errors), _rebuild(facts))
     if not missing and not changed:
         files = sum(len(r.paths) for r in facts.records)
-        return Finding("files", OK, f"{len(facts.records)} conda records, {files} files present with their sizes")
+        how = (f"every file's sha256 matches ({hashed} hashed)" if deep else
+               f"{hashed} prefix-rewritten text files match their sha256_in_prefix" if hashed else "")
+        return Finding("files", OK, f"{len(facts.records)} conda records, {files} files present with their sizes"
+                       + (f"; {how}" if how else ""))
     broken = sorted(set(missing) | set(changed))
     parts = [f"{n}: {missing.get(n, 0)} missing, {changed.get(n, 0)} modified" for n in broken]
     why = ""
     if "pytorch" in broken and any(c.source == "pip" for c in copies):
         why = " (pip install torch replaced conda's files)"
     names = " ".join(broken)
+    # an env envkit made is repaired by envkit itself (the damaged cache entries are evicted and fetched again)
+    reinstall = (f"envkit install {_env_ref(facts)} --force-reinstall {names}" if facts.created else
+                 f"conda install -p {facts.prefix} --force-reinstall {names}")
     return Finding("files", PROBLEM, f"files of {len(broken)} package(s) missing or modified{why}: "
                    + "; ".join(parts) + "; e.g. " + ", ".join(examples),
-                   f"conda install -p {facts.prefix} --force-reinstall {names}  (or: {_rebuild(facts)})")
+                   f"{reinstall}  (or: {_rebuild(facts)})")
 
 
 def _newest_change(facts: Facts) -> float:

@@ -32,6 +32,9 @@ class Record:
     channel: str  # canonical name (conda-forge, main, ...) or a clean URL
     depends: tuple[str, ...]
     paths: tuple[tuple[str, int | None, str], ...]  # (relative path, size or None, path_type)
+    # (relative path, the sha256 the file must have in this env, a prefix-rewritten text file): conda's
+    # sha256_in_prefix where the file was rewritten at link time, else the package's sha256 (conda doctor's test)
+    digests: tuple[tuple[str, str, bool], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -87,17 +90,23 @@ def _channel(data: Typed) -> str:
 def _record(data: Typed) -> Record:
     """One record through the typed reader: a field of the wrong type reads empty and lands in data.problems."""
     paths: list[tuple[str, int | None, str]] = []
+    digests: list[tuple[str, str, bool]] = []
     entries = data.mapping("paths_data").objects("paths")
     if entries:
         for entry in entries:
             rel = entry.text("_path")
-            # a text file whose prefix placeholder was rewritten changes size: only its existence counts
-            size = None if entry.data.get("prefix_placeholder") else entry.integer("size_in_bytes")
-            paths.append((rel, size, entry.text("path_type") or "hardlink"))
+            placeholder = bool(entry.data.get("prefix_placeholder"))
+            # a text file whose prefix placeholder was rewritten changes size: its sha256_in_prefix says what it is
+            size = None if placeholder else entry.integer("size_in_bytes")
+            ptype = entry.text("path_type") or "hardlink"
+            paths.append((rel, size, ptype))
+            digest = entry.optional_text("sha256_in_prefix") or (None if placeholder else entry.optional_text("sha256"))
+            if digest and ptype not in ("softlink", "directory", "pyc_file") and re.fullmatch(r"[0-9a-f]{64}", digest):
+                digests.append((rel, digest, placeholder and entry.text("file_mode") != "binary"))
     else:
         paths = [(f, None, "hardlink") for f in data.texts("files")]
     return Record(data.text("name"), data.text("version"), data.text("build"), _channel(data),
-                  data.texts("depends"), tuple(paths))
+                  data.texts("depends"), tuple(paths), tuple(digests))
 
 
 def _machine_shape(data: Typed) -> dict[str, Any]:

@@ -20,7 +20,7 @@ import atexit
 import os
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -242,7 +242,10 @@ class RattlerEngine:
         return [_vp_text(v) for v in self.virtual_packages()]
 
     # -- solve ------------------------------------------------------------------------------
-    def solve(self, specs: Sequence[str]) -> list[PlannedPackage]:
+    def solve(self, specs: Sequence[str], locked: Sequence[Any] = (),
+              requested: Sequence[str] | None = None) -> list[PlannedPackage]:
+        """`locked`: records the solver prefers to keep (an env's installed PrefixRecords, for a change);
+        `requested`: the specs the records name as asked for, when the solve had more (a change's torch pins)."""
         from rattler import Gateway, MatchSpec, SourceConfig, Subdir
         from rattler.exceptions import InvalidMatchSpecError
 
@@ -259,14 +262,14 @@ class RattlerEngine:
 
             return await rattler.solve(sources=self.sources, specs=matchspecs, gateway=gateway,
                                        platforms=[Subdir(self.settings.platform), Subdir("noarch")],
-                                       virtual_packages=vps)
+                                       virtual_packages=vps, locked_packages=list(locked) or None)
 
         self.progress.phase("solve")
         try:
             self._records = asyncio.run(go())
         except Exception as exc:
             raise self._solve_error(exc, vps) from None
-        self._specs = list(specs)
+        self._specs = list(specs if requested is None else requested)
         self._plan = [self._planned(r) for r in self._records]
         return self._plan
 
@@ -400,12 +403,15 @@ class RattlerEngine:
     def plan(self, specs: Sequence[str]) -> list[PlannedPackage]:
         return self.solve(specs)
 
-    def build(self, target: Path, final: Path) -> Built:
+    def build(self, target: Path, final: Path, changing: Collection[str] | None = None,
+              reinstall: Collection[str] = ()) -> Built:
         """Check the archives and the cache, link the plan into `target` (its paths rewritten for `final`),
-        stamp what was extracted, and keep conda from tagging the env folder as a package cache."""
-        self.check_file_hashes()
-        notes = self.check_cache()
-        self.install(target, final)
+        stamp what was extracted, and keep conda from tagging the env folder as a package cache.
+        `changing`: the file names a change to an existing env installs (the others are linked already, so
+        their archives are neither read nor checked); `reinstall`: package names linked again although installed."""
+        self.check_file_hashes(changing)
+        notes = self.check_cache(changing)
+        self.install(target, final, reinstall)
         self.stamp_fresh()
         drop_cache_tag(target)
         return Built(tuple(self._plan), tuple(notes))
@@ -448,9 +454,11 @@ class RattlerEngine:
 
         asyncio.run(go())
 
-    def check_file_hashes(self) -> None:
+    def check_file_hashes(self, only: Collection[str] | None = None) -> None:
         """rattler does not verify file:// packages (rattler-notes §4): compare sha256 to repodata."""
         for record in self._records:
+            if only is not None and str(record.file_name) not in only:
+                continue
             url = str(record.url)
             if not url.startswith("file://") or not record.sha256:
                 continue
@@ -470,7 +478,7 @@ class RattlerEngine:
                     f"{record.sha256.hex()[:16]}..., the file is {digest[:16]}...",
                     "the local channel is corrupt or was changed after indexing: rebuild or re-index it")
 
-    def check_cache(self) -> list[str]:
+    def check_cache(self, only: Collection[str] | None = None) -> list[str]:
         """Evict cached packages whose files no longer match their info/paths.json (size, and sha256
         where recorded), so rattler extracts them again instead of linking a truncated or edited file
         (a hardlinked file edited inside any env edits the cache too). Returns what was evicted."""
@@ -479,6 +487,8 @@ class RattlerEngine:
         evicted: list[str] = sweep_rattler_temps(pkgs)
         self._fresh = []
         for record in self._records:
+            if only is not None and str(record.file_name) not in only:
+                continue
             stem = re.sub(r"(\.tar\.bz2|\.conda)$", "", str(record.file_name))
             entry = pkgs / stem
             if not entry.is_dir():
@@ -500,7 +510,7 @@ class RattlerEngine:
                 cache_entry_problem(pkgs / stem, self.settings.cache_dir / "envkit-verified" / f"{stem}.json",
                                     fresh=True)
 
-    def install(self, staging: Path, final: Path) -> None:
+    def install(self, staging: Path, final: Path, reinstall: Collection[str] = ()) -> None:
         import rattler
         from rattler import MatchSpec
 
@@ -512,7 +522,7 @@ class RattlerEngine:
             await rattler.install(self._records, target_prefix=staging, cache_dir=self.settings.cache_dir / "pkgs",
                                   client=self.client(), show_progress=False, reporter=reporter,
                                   requested_specs=requested, alternative_target_prefix=final,
-                                  platform=None)
+                                  platform=None, reinstall_packages=set(reinstall) or None)
 
         self.progress.phase("install")
         try:

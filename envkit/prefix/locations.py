@@ -87,12 +87,51 @@ def find_prefix(name: str | None, prefix: str | None) -> Path:
     for directory in search_dirs():
         if has_conda_meta(directory / name):
             return directory / name
+    made_elsewhere = [p for p in registered_prefixes() if p.name == name]  # made with --prefix: by its folder name
+    if len(made_elsewhere) == 1:
+        return made_elsewhere[0]
+    if made_elsewhere:
+        raise UsageError(f"{len(made_elsewhere)} environments envkit made are named {name!r}: "
+                         + ", ".join(str(p) for p in made_elsewhere), f"pass --prefix {made_elsewhere[0]}")
     known = ", ".join(sorted(p.name for p in list_envs())) or "none yet"
     raise EnvNotFoundError(f"no environment named {name!r} (known: {known})",
                            f"create it: envkit create {name}, or pass --prefix PATH")
 
 
+def registry_dir() -> Path:
+    """envkit's registry of the envs it made, one `<owner id>.json` naming each env's prefix (ownership.py)."""
+    return envkit_home() / "owned"
+
+
+REGISTRY_ENTRY_LIMIT = 1 << 20
+
+
+def registered_prefixes() -> list[Path]:
+    """Every prefix envkit's registry names that is still an env: the ones made with --prefix (fleet node envs
+    included) live outside the envs folders, and `list` and `doctor --all` must show them too."""
+    from envkit.errors import InputError
+    from envkit.safeio import load_json
+
+    found: list[Path] = []
+    try:
+        entries = sorted(registry_dir().glob("*.json"))
+    except OSError:
+        return found
+    for entry in entries:
+        try:
+            data = load_json(entry, "registry entry", limit=REGISTRY_ENTRY_LIMIT)
+        except InputError:
+            continue
+        where = data.get("prefix") if isinstance(data, dict) else None
+        if isinstance(where, str) and where.startswith("/") and "\0" not in where:
+            path = Path(where)
+            if has_conda_meta(path) and path not in found:
+                found.append(path)
+    return found
+
+
 def list_envs() -> list[Path]:
+    """The envs in the envs folders, then the ones envkit made elsewhere (--prefix), each once."""
     found: list[Path] = []
     for directory in search_dirs():
         if not directory.is_dir():
@@ -100,4 +139,9 @@ def list_envs() -> list[Path]:
         for child in sorted(directory.iterdir()):
             if has_conda_meta(child) and not child.name.startswith(".") and child not in found:
                 found.append(child)
+    seen = {os.path.realpath(p) for p in found}
+    for path in registered_prefixes():
+        if os.path.realpath(path) not in seen and not path.name.startswith("."):
+            seen.add(os.path.realpath(path))
+            found.append(path)
     return found

@@ -25,7 +25,7 @@ from pathlib import Path
 from envkit import __version__
 from envkit.config import cache_dir, envkit_home
 from envkit.errors import EnvkitError, InputError
-from envkit.prefix.locations import conda_envs_dirs, conda_root, envkit_envs_dir
+from envkit.prefix.locations import conda_envs_dirs, conda_root, envkit_envs_dir, registry_dir
 from envkit.prefix.records import (has_owner_marker, has_records_or_history, made_by_envkit, read_owner_marker,
                                    write_owner_marker)
 from envkit.safeio import load_json
@@ -44,10 +44,6 @@ class Ownership:
     prefix: Path
     owned: bool
     reason: str  # "made by envkit" or why it is not proven
-
-
-def registry_dir() -> Path:
-    return envkit_home() / "owned"
 
 
 def new_owner_id() -> str:

@@ -33,7 +33,7 @@ from typing import Any
 from envkit.errors import EnvExistsError, EnvkitError, UsageError
 from envkit.fsutil import Locked, flocked, rename_noreplace, try_lock
 from envkit.prefix.ownership import check_deletable, forget, ownership
-from envkit.prefix.records import has_conda_meta
+from envkit.prefix.records import CONDA_META, META_DIR, has_conda_meta
 
 STAGING = ".envkit-staging"
 OLD = ".envkit-old"
@@ -415,6 +415,35 @@ def set_aside(prefix: Path, new_id: str | None) -> Held:
     return held
 
 
+# what a clone copies instead of hard-linking: the files envkit and the engine rewrite in place (conda-meta/history
+# is appended to, records are rewritten, .envkit/*.json updated); a hard link there would edit the live env too
+COPIED = (CONDA_META, META_DIR)
+
+
+def clone_into(prefix: Path, staging: Path) -> None:
+    """Copy the env at `prefix` into the (empty) staging folder as hard links, as `cp -al` does, so a change
+    can be made there and swapped in whole. Every file the change may rewrite in place is copied instead
+    (COPIED); the engine unlinks before it writes a package file, so the live env's inodes are never edited.
+    Where a hard link is refused (another filesystem, protected_hardlinks on a file of another user) the
+    file is copied."""
+    def link_or_copy(src: str, dst: str) -> None:
+        try:
+            os.link(src, dst, follow_symlinks=False)
+        except OSError:
+            shutil.copy2(src, dst, follow_symlinks=False)
+
+    for entry in sorted(prefix.iterdir()):
+        target = staging / entry.name
+        if entry.is_symlink():
+            os.symlink(os.readlink(entry), target)
+        elif entry.is_dir():
+            shutil.copytree(entry, target, symlinks=True,
+                            copy_function=shutil.copy2 if entry.name in COPIED else link_or_copy)
+        else:
+            link_or_copy(str(entry), str(target))
+    shutil.copystat(prefix, staging)
+
+
 def swap_in(staging: Path, prefix: Path) -> None:
     """The final, refusing rename: whatever appeared at `prefix` meanwhile is never replaced."""
     try:
@@ -482,6 +511,37 @@ def sweep(parent: Path, held_name: str | None = None) -> list[str]:
         finally:
             os.close(fd)
     return notes
+
+
+def leftovers_in(parent: Path) -> list[tuple[str, Path]]:
+    """What a sweep of `parent` would deal with now, touching nothing: ("old", folder) for a set-aside env it
+    would put back, ("staging", folder) for a staging, trash or half-built folder it would remove. Only this
+    user's markers whose lock is free (their owner is gone) count, as in the sweep itself."""
+    found: list[tuple[str, Path]] = []
+    try:
+        entries = sorted(parent.iterdir()) if parent.is_dir() else []
+    except OSError:
+        return found
+    for lock in entries:
+        match = _LEFTOVER.match(lock.name)
+        if not match:
+            continue
+        fd = try_lock(lock)
+        if fd is None:
+            continue
+        try:
+            if os.fstat(fd).st_uid != os.geteuid():
+                continue
+            try:
+                data = json.loads(os.pread(fd, 1 << 16, 0).decode("utf-8") or "{}")
+            except (OSError, ValueError, UnicodeDecodeError):
+                data = {}
+        finally:
+            os.close(fd)
+        folder = parent / lock.name[: -len(".lock")]
+        if isinstance(data, dict) and data.get("envkit") == match.group(1) and (folder.exists() or folder.is_symlink()):
+            found.append(("old" if match.group(1) == OLD and not data.get("replaced") else "staging", folder))
+    return found
 
 
 def _drop_target_lock(path: Path) -> None:

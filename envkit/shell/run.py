@@ -24,12 +24,16 @@ def activated_env(prefix: Path) -> dict[str, str]:
     return env
 
 
-def run_in_env(name: str, command: list[str]) -> int:
-    prefix = find_prefix(name if "/" not in name else None, name if "/" in name else None)
+def run_in_env(name: str | None, command: list[str], prefix_path: str | None = None) -> int:
+    """`envkit run NAME -- CMD` or `envkit run --prefix PATH -- CMD` (a NAME with a / is a path too)."""
+    if prefix_path is None and name is not None and "/" in name:
+        name, prefix_path = None, name
+    prefix = find_prefix(name, prefix_path)
     if command and command[0] == "--":
         command = command[1:]
     if not command:
-        raise EnvkitError("no command given", f"envkit run {name} -- python -c 'import torch'")
+        where = name or f"--prefix {prefix_path}"
+        raise EnvkitError("no command given", f"envkit run {where} -- python -c 'import torch'")
     try:
         code = proc.run_interactive(["bash", "-c", ACTIVATE, "envkit-run", *command], env=activated_env(prefix))
     except FileNotFoundError as exc:

@@ -91,9 +91,9 @@ SUBPROCESS_SLOTS = {"render-from", "create-lock", "config-detect", "specpath-lis
                     "owner-remove"}
 # a name that is not a string: adapt falls back to the file's name (a torch-free file passes through)
 NAME_LENIENT = {"name-int", "name-list", "name-date"}
-# what a config file may legitimately contain: keys envkit does not know are left alone
-CONFIG_LENIENT = {"empty", "name-int", "name-list", "name-date", "deps-map", "dep-nested", "channels-int",
-                  "channel-map", "pip-int", "pip-template", "variables-list", "missing"}
+# what a config file may legitimately be: empty or absent; an environment file's keys (name:, channels:, ...) are
+# unknown config keys, each an error naming its line (envkit/config.py KEYS)
+CONFIG_LENIENT = {"empty", "missing"}
 
 
 @dataclass(frozen=True)

@@ -296,7 +296,12 @@ def test_deleted_and_modified_files(capsys: pytest.CaptureFixture[str], bed: Pat
     assert files["status"] == "problem"
     assert "pip: 0 missing, 1 modified" in files["found"] and "pytorch: 1 missing, 0 modified" in files["found"]
     assert "torch/lib/libtorch_stub.txt (missing)" in files["found"] and "record says" in files["found"]
-    assert files["fix"].startswith(f"conda install -p {prefix} --force-reinstall pip pytorch")
+    assert files["fix"].startswith("envkit install damaged --force-reinstall pip pytorch")  # no conda needed
+    # the fix, as printed (--no-verify: the doctor bed's torch is a stand-in that verify's AMP step cannot import)
+    code, _out, err = run_cli(capsys, *files["fix"].split("  (or:")[0].split()[1:], "--yes", "--no-verify")
+    assert code == 0, err
+    code, report = doctor(capsys, "damaged", *H200)
+    assert finding(report, "files")["status"] == "ok"
 
 
 def test_system_cuda_on_ld_library_path(capsys: pytest.CaptureFixture[str], bed: Path, tmp_path: Path,
@@ -360,3 +365,32 @@ def test_all_default_and_errors(capsys: pytest.CaptureFixture[str], bed: Path,
     assert code == 1 and "no environment named 'nope'" in err
     code, _out, err = run_cli(capsys, "doctor", "one", "--all")
     assert code == 2
+
+
+def test_a_truncated_prefix_rewritten_file_and_with_deep_a_same_size_edit(capsys: pytest.CaptureFixture[str],
+                                                                        bed: Path) -> None:
+    """A text file whose prefix was rewritten at link time has another size than the package's: its
+    sha256_in_prefix is what tells a truncated one; a same-size edit of any file needs --deep (conda doctor)."""
+    prefix = make_env(capsys, bed, "rewritten")
+    code, report = doctor(capsys, "rewritten", *H200)
+    assert finding(report, "files")["status"] == "ok"
+    assert "prefix-rewritten text files match their sha256_in_prefix" in finding(report, "files")["found"]
+    rewritten = prefix / "etc" / "envkit-standin" / "prefix.txt"
+    text = rewritten.read_text()
+    assert str(prefix) in text  # rewritten for this env: a file of its own, not a hard link into the cache
+    rewritten.write_text(text[:10])
+    code, report = doctor(capsys, "rewritten", *H200)
+    files = finding(report, "files")
+    assert code == 5 and files["status"] == "problem"
+    assert "etc/envkit-standin/prefix.txt (sha256 differs from the record's sha256_in_prefix)" in files["found"]
+    rewritten.write_text(text)
+    target = prefix / SITE / "pip" / "__init__.py"
+    data = target.read_bytes()
+    target.unlink()  # a new inode: the package cache's hard-linked copy stays intact
+    target.write_bytes(data[:-1] + (b"#" if data[-1:] != b"#" else b"!"))  # same size, other bytes
+    code, report = doctor(capsys, "rewritten", *H200)
+    assert finding(report, "files")["status"] == "ok"  # sizes alone cannot see it
+    code, report = doctor(capsys, "rewritten", "--deep", *H200)
+    files = finding(report, "files")
+    assert code == 5 and files["status"] == "problem" and "pip: 0 missing, 1 modified" in files["found"]
+    assert "pip/__init__.py (sha256 differs from the record's)" in files["found"]

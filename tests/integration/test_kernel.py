@@ -121,7 +121,7 @@ def test_an_env_without_ipykernel_gets_no_kernel_and_a_clear_error(
     assert code == 0, err
     assert "Jupyter kernel" not in out
     code, _out, err = run_cli(capsys, "kernel", "k")
-    assert code == 1 and "has no ipykernel" in err and "ipykernel" in err
+    assert code == 1 and "has no ipykernel" in err and "envkit install k ipykernel" in err
     # verify's hint names this env, not a placeholder
     prefix = isolated / "envs" / "k"
     done = subprocess.run([str(prefix / "bin" / "python"), "-c",

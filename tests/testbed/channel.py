@@ -204,6 +204,13 @@ def conda_forge_universe() -> list[Pkg]:
         pkgs.append(Pkg("torchvision", tv, f"{PYTAG}_h0_0", depends=[py_dep, f"pytorch {torch}.*"],
                         files=_site_module("torchvision_standin", f"VERSION = '{tv}'\n")))
     pkgs.append(Pkg("torchaudio", "2.5.1", f"{PYTAG}_h0_0", depends=[py_dep, "pytorch 2.5.*"]))
+    # add-ons that want another torch than the env's: a CPU build, an older release (the day-two torch guard)
+    pkgs.append(Pkg("needs-cpu-torch", "1.0", "pyh_envkit_0", subdir="noarch", noarch="python",
+                    depends=["python", "pytorch * cpu_*"],
+                    files={"site-packages/needs_cpu_torch/__init__.py": b"OK = True\n"}))
+    pkgs.append(Pkg("needs-old-torch", "1.0", "pyh_envkit_0", subdir="noarch", noarch="python",
+                    depends=["python", "pytorch 2.5.*"],
+                    files={"site-packages/needs_old_torch/__init__.py": b"OK = True\n"}))
     pkgs += osx_arm64_universe(py_dep)
     for name in ("jupyter", "matplotlib", "pandas", "numpy", "scikit-learn", "tqdm"):
         pkgs.append(Pkg(name, "1.0.0", "pyh_envkit_0", subdir="noarch", noarch="python", depends=["python"],

@@ -17,14 +17,16 @@ def _record_hash(data: bytes) -> str:
     return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
-def build_wheel(out_dir: Path, name: str, version: str, body: str = "OK = True\n") -> Path:
-    """A minimal valid py3-none-any wheel with METADATA, WHEEL and RECORD."""
+def build_wheel(out_dir: Path, name: str, version: str, body: str = "OK = True\n",
+                requires: tuple[str, ...] = ()) -> Path:
+    """A minimal valid py3-none-any wheel with METADATA (`requires`: its Requires-Dist lines), WHEEL and RECORD."""
     dist = name.replace("-", "_")
     out_dir.mkdir(parents=True, exist_ok=True)
     wheel = out_dir / f"{dist}-{version}-py3-none-any.whl"
     files = {
         f"{dist}/__init__.py": body.encode(),
-        f"{dist}-{version}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(),
+        f"{dist}-{version}.dist-info/METADATA": (f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+                                                 + "".join(f"Requires-Dist: {r}\n" for r in requires)).encode(),
         f"{dist}-{version}.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: envkit-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
     }
     record = "".join(f"{p},{_record_hash(c)},{len(c)}\n" for p, c in files.items())

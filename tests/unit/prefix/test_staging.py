@@ -133,6 +133,28 @@ def test_the_exit_path_removes_a_marker_whose_folder_is_gone_even_while_it_is_he
         os.close(blocker)
 
 
+def test_a_clone_hard_links_package_files_and_copies_what_is_rewritten_in_place(tmp_path: Path) -> None:
+    env = tmp_path / "env"
+    (env / "conda-meta").mkdir(parents=True)
+    (env / "conda-meta" / "history").write_text("==> old <==\n")
+    (env / ".envkit").mkdir()
+    (env / ".envkit" / "create.json").write_text("{}")
+    (env / "lib").mkdir()
+    (env / "lib" / "big.so").write_bytes(b"x" * 100)
+    (env / "bin").mkdir()
+    os.symlink("python3.11", env / "bin" / "python")
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    staging.clone_into(env, clone)
+    assert (clone / "lib" / "big.so").stat().st_ino == (env / "lib" / "big.so").stat().st_ino  # no copy of the bytes
+    assert os.readlink(clone / "bin" / "python") == "python3.11"
+    with (clone / "conda-meta" / "history").open("a") as handle:  # what history.append does
+        handle.write("==> new <==\n")
+    (clone / ".envkit" / "create.json").write_text('{"changed": 1}')
+    assert (env / "conda-meta" / "history").read_text() == "==> old <==\n"  # the live env is untouched
+    assert (env / ".envkit" / "create.json").read_text() == "{}"
+
+
 def test_the_exit_path_removes_any_marker_of_this_run_whose_folder_is_gone(tmp_path: Path) -> None:
     """scripts/torture.py (bundle SIGINT #13, seed 31): a marker of this run outlived its folder by a path that did
     not register it as unfinished, and the run said nothing was left behind. The exit path now looks at every marker

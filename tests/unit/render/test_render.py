@@ -314,7 +314,7 @@ def test_config_file_defaults_come_after_flags_and_env(capsys: pytest.CaptureFix
     assert code == 0 and "pytorch=" in out and "mirrors.ustc.edu.cn" in out
     config.write_text("cuda: twelve\n")
     code, _out, err = run_cli(capsys, "render", "minimal")
-    assert code == 2 and "config.yaml: cuda" in err
+    assert code == 2 and "config.yaml:1: cuda" in err
     config.write_text("- not a mapping\n")
     code, _out, err = run_cli(capsys, "render", "minimal")
     assert code == 1 and "must hold a mapping" in err
