@@ -91,6 +91,8 @@ SUBPROCESS_SLOTS = {"render-from", "create-lock", "config-detect", "specpath-lis
                     "owner-remove"}
 # a name that is not a string: adapt falls back to the file's name (a torch-free file passes through)
 NAME_LENIENT = {"name-int", "name-list", "name-date"}
+# text envkit reads as conda and pip do: UTF-16 with its BOM (Windows PowerShell's `conda env export > file`)
+READABLE = {"utf16"}
 # what a config file may legitimately be: empty or absent; an environment file's keys (name:, channels:, ...) are
 # unknown config keys, each an error naming its line (envkit/config.py KEYS)
 CONFIG_LENIENT = {"empty", "missing"}
@@ -136,7 +138,8 @@ def file_cases() -> list[Case]:
         only_sub = kind in NEEDS_SUBPROCESS
         spec_ok = kind in ("empty",)
         slots: list[tuple[str, tuple[str, ...], tuple[tuple[str, str], ...], bool, str]] = [
-            ("render-from", ("render", "--from", "{W}/files/" + kind + ".yml"), (), kind in NAME_LENIENT, ""),
+            ("render-from", ("render", "--from", "{W}/files/" + kind + ".yml"), (),
+             kind in NAME_LENIENT or kind in READABLE, ""),
             ("create-file", ("create", "n1", "--file", "{W}/files/" + kind + ".yml", "--dry-run"), (), False, ""),
             ("create-noadapt", ("create", "n1", "--file", "{W}/files/" + kind + ".yml", "--no-adapt", "--dry-run"),
              (), False, ""),
@@ -176,7 +179,8 @@ def file_cases() -> list[Case]:
         for slot, argv, env, ok, expect in slots:
             use_sub = sub and slot in SUBPROCESS_SLOTS
             if (only_sub and not use_sub) or (ok and slot == "create-spec") or (
-                    kind in NAME_LENIENT and slot in ("create-file", "lock-file")):
+                    kind in NAME_LENIENT and slot in ("create-file", "lock-file")) or (
+                    kind in READABLE and slot in ("create-file", "create-noadapt", "lock-file")):
                 continue  # (a valid spec or file would go on to solve against the real channels)
             codes = (5,) if argv[0] == "doctor" else ()
             cases.append(Case(f"file-{slot}-{kind}", argv, env, ok, expect, use_sub, codes))
@@ -331,7 +335,9 @@ def verb_cases() -> list[Case]:
         Case("verb-bundle-out-under-file", ("bundle", "n1", "--spec", "minimal", "--cuda", "cpu", "-o",
                                             "{W}/files/empty.yml/b")),
         Case("verb-bundle-no-name", ("bundle", "-o", "{W}/bundle-never")),
-        Case("verb-bundle-unknown-env", ("bundle", "nope", "-o", "{W}/bundle-never")),
+        # a name close to a spec's stops with "did you mean" (a plain new name builds dl_train under it, as create does)
+        Case("verb-bundle-unknown-spec-name", ("bundle", "minmal", "-o", "{W}/bundle-never"),
+             expect="did you mean minimal"),
         Case("verb-lock-platform", ("lock", "minimal", "--platform", "nope", "-o", "{W}/never.lock")),
         Case("verb-lock-platform-blank", ("lock", "minimal", "--platform", " ", "-o", "{W}/never.lock")),
         Case("verb-lock-version", ("lock", "minimal", "--platform", "linux-64", "--lock-version", "9")),
