@@ -27,7 +27,7 @@ from envkit.models import Machine, Request, Selection
 from envkit.prefix.locations import check_name
 from envkit.render.envfile import (CondaSpec, EnvFile, PipLine, check_channel, check_variables, load_yaml_file,
                                    parse_conda_spec, parse_pip_line)
-from envkit.render.mirrors import Mirror, apply_channels, canonical_channel
+from envkit.render.mirrors import Mirror, apply_channels, canonical_channel, is_public_pypi
 from envkit.safeio import read_bytes, read_text
 
 # Packages whose only job is to pick a CUDA (or CPU) variant of torch: the selection writes its own.
@@ -737,8 +737,13 @@ def _pip_lines(parsed: Parsed, sel: Selection | None, mirror: Mirror | None,
                                          "selection adds its own)")
                 continue
         if line.option == "--index-url" and mirror is not None:
-            state.changes.append(f"replaced pip line {text} with the mirror's index")
-            continue
+            if is_public_pypi(line.arg):
+                state.changes.append(f"replaced pip line {text} with the mirror's index")
+                continue
+            # somebody's own index: the mirror's PyPI in its place would look for its packages on PyPI, where a
+            # public package of the same name could win (dependency confusion); it stays the index
+            state.changes.append(f"kept pip line {text}: a private index stays the index (the mirror serves PyPI; "
+                                 "in its place a public package of the same name could be installed instead)")
         if sel is not None and not line.option and line.name.lower() in TORCH_PIP:
             key = "pytorch" if line.name.lower() == "torch" else line.name.lower()
             state.wanted.add(key)
@@ -791,7 +796,8 @@ def _pip_section(sel: Selection | None, mirror: Mirror | None, torch_pip: list[s
     """The mirror's PyPI index (when there is a pip section), the selection's PyTorch index, torch wheels,
     then the file's own lines."""
     pip: list[str] = []
-    if (torch_pip or pip_kept) and mirror is not None and mirror.pypi:
+    own_index = any(p.startswith("--index-url ") for p in pip_kept)  # a private index the file keeps
+    if (torch_pip or pip_kept) and mirror is not None and mirror.pypi and not own_index:
         pip.append(f"--index-url {mirror.pypi}")
     if sel is not None:
         pip += [line for line in _index_lines(sel) if line not in pip]

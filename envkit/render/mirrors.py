@@ -45,6 +45,20 @@ def canonical_urls() -> dict[str, str]:
     return dict(_data()["canonical"])
 
 
+def is_public_pypi(url: str) -> bool:
+    """Whether a pip index URL is PyPI itself or a built-in mirror's copy of it (what a --mirror may stand in for):
+    pypi.org / pypi.python.org (the index pip uses by default, pip/_internal/models/index.py PyPI), or a profile's
+    `pypi` URL. Anything else is somebody's own index, which a mirror of PyPI must never replace: its packages
+    would then be looked for on PyPI, where a public package of the same name could be installed instead."""
+    from urllib.parse import urlsplit
+
+    host = (urlsplit(url.strip()).hostname or "").lower()
+    if host in ("pypi.org", "pypi.python.org", "files.pythonhosted.org"):
+        return True
+    clean = url.strip().rstrip("/")
+    return any(str(row.get("pypi") or "").rstrip("/") == clean for row in _data()["profiles"].values())
+
+
 def builtin_names() -> list[str]:
     return sorted(_data()["profiles"])
 

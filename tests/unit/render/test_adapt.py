@@ -720,3 +720,20 @@ def test_a_flash_attn_wheel_for_another_torch_is_named_when_torch_is_pinned_else
     err = _refusal("requirements_flash_attn_for_another_torch.txt", "a10")
     assert "was built for torch 2.1 cu118; here: torch 2.7.1" in err.message, err.message
 
+
+
+def test_a_mirror_never_replaces_a_private_index() -> None:
+    """--mirror stands in for PyPI, not for a team's own index: replacing that with the mirror's PyPI would look for
+    corp-internal-lib on PyPI, where a public package of the same name could be installed (dependency confusion)."""
+    rendered = _from("private_index.yml", "a10", mirror="tuna")
+    pip = rendered.envfile.pip
+    assert [p for p in pip if p.startswith("--index-url")] == ["--index-url https://pypi.corp.example/simple"]
+    assert any(c.startswith("kept pip line --index-url https://pypi.corp.example/simple: a private index stays")
+               for c in rendered.changes)
+
+
+def test_a_mirror_replaces_pypi_itself() -> None:
+    from envkit.render.mirrors import is_public_pypi
+
+    assert is_public_pypi("https://pypi.org/simple") and is_public_pypi("https://pypi.tuna.tsinghua.edu.cn/simple")
+    assert not is_public_pypi("https://pypi.corp.example/simple")
