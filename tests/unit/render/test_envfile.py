@@ -236,7 +236,7 @@ def test_the_conda_lock_form_is_what_conda_lock_parses(capsys: pytest.CaptureFix
     code, out, err = run_cli(capsys, *args, "--conda-lock", "-o", str(tmp_path / "cl.yml"))
     assert code == 0, err
     spec = conda_lock_reads(tmp_path / "cl.yml")
-    index = "https://mirror.example/pypi/simple" if mirror else "https://pypi.corp.example/simple"
+    index = "https://pypi.corp.example/simple"  # a private index stays the index, mirror or not
     assert f"--index-url {index}" in (tmp_path / "plain.yml").read_text()
     assert [r.url for r in spec.pip_repositories] == [index, "https://extra.example/simple"]
     assert spec.allow_pypi_requests is False  # --index-url replaced PyPI; conda-lock must not fall back to it
