@@ -234,10 +234,36 @@ def print_created(result: CreateResult) -> None:
 
 
 class _PlainProgress:
+    """Phase lines, and a download line (bytes, rate, ETA) at most every PLAIN_EVERY_S seconds: a log or CI
+    job sees a slow mirror without a line per chunk."""
+
+    PLAIN_EVERY_S = 10.0
+
     def __init__(self) -> None:
+        import threading
+        import time
+
+        from envkit.engines.fetch import Meter, describe
         from envkit.engines.rattler_engine import Progress
 
-        self.progress = Progress(phase=lambda name: plain(f"{name}...", err=True))
+        self.meter = Meter()
+        self.last = [time.monotonic()]
+        lock = threading.Lock()
+
+        def total(n: int) -> None:
+            self.meter = Meter(n)
+
+        def moved(n: int) -> None:  # from the download workers' threads
+            self.meter.add(n)
+            now = time.monotonic()
+            with lock:
+                if now - self.last[0] < self.PLAIN_EVERY_S:
+                    return
+                self.last[0] = now
+            plain(f"download {describe(self.meter)}", err=True)
+
+        self.progress = Progress(phase=lambda name: plain(f"{name}...", err=True), download_total=total,
+                                 download_bytes=moved, download_kept=lambda n: self.meter.skip(n))
 
     def __enter__(self) -> Progress:
         return self.progress
@@ -257,22 +283,31 @@ class _RichProgress:
         self.solve = self.bar.add_task("solve", total=None, detail="")
         self.download = self.bar.add_task("download", total=None, visible=False, detail="")
         self.link = self.bar.add_task("link", total=None, visible=False, detail="")
-        self.bytes = [0, 0]
+        from envkit.engines.fetch import Meter, describe
+
+        self.meter = Meter()
         self.links = [0, 0]
 
         def phase(name: str) -> None:
-            if name == "install":
+            if name in ("download", "install"):
                 self.bar.update(self.solve, total=1, completed=1, detail="done")
                 self.bar.update(self.download, visible=True)
+            if name == "install":
                 self.bar.update(self.link, visible=True)
 
         def download_total(n: int) -> None:
-            self.bytes[1] = n
-            self.bar.update(self.download, total=n or None, detail=f"0 / {human_size(n)}")
+            done = self.meter.done
+            self.meter = Meter(n)
+            self.meter.skip(done)  # a second total (rattler's own fetches after envkit's) keeps the count
+            self.bar.update(self.download, total=n or None, completed=done, detail=describe(self.meter))
 
-        def download_bytes(n: int) -> None:
-            self.bytes[0] += n
-            self.bar.update(self.download, advance=n, detail=f"{human_size(self.bytes[0])} / {human_size(self.bytes[1])}")
+        def download_bytes(n: int) -> None:  # bytes, rate over the last seconds, ETA (engines/fetch.Meter)
+            self.meter.add(n)
+            self.bar.update(self.download, completed=self.meter.done, detail=describe(self.meter))
+
+        def download_kept(n: int) -> None:  # resumed from an earlier attempt or run: done, but no speed
+            self.meter.skip(n)
+            self.bar.update(self.download, completed=self.meter.done, detail=describe(self.meter))
 
         def link_total(n: int) -> None:
             self.links[1] = n
@@ -283,7 +318,7 @@ class _RichProgress:
             self.bar.update(self.link, advance=1, detail=f"{self.links[0]}/{self.links[1]} packages")
 
         self.progress = Progress(phase=phase, download_total=download_total, download_bytes=download_bytes,
-                                 link_total=link_total, linked=linked)
+                                 download_kept=download_kept, link_total=link_total, linked=linked)
 
     def __enter__(self) -> Progress:
         self.bar.start()

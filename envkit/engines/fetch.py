@@ -232,6 +232,7 @@ class Fetcher:
             info = dict(key)
             _write_info(info_path, info)
         failures = 0
+        best = 0  # the most bytes the part has held: only an attempt that beats it counts as progress
         first = True
         while True:
             if self.stop.is_set():
@@ -249,7 +250,9 @@ class Fetcher:
             try:
                 got = self._attempt(item, part, have, info, info_path, outcome)
             except _Retry as why:
-                failures = 0 if why.progressed else failures + 1
+                now = part.stat().st_size if part.exists() else 0
+                failures = 0 if why.progressed and now > best else failures + 1
+                best = max(best, now)
                 if failures > self.policy.retries:
                     raise EngineError(
                         f"downloading {item.dest.name} from {item.shown} failed {failures} times in a row: {why}",

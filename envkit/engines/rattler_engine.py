@@ -169,7 +169,6 @@ class RattlerEngine:
         self._targets: dict[str, str] = {}  # clean source -> where its requests go (mirror, token): never shown
         self._fresh: list[str] = []
         self._prefetched = 0
-        self.meter: Any = None  # engines.fetch.Meter of the last prefetch (bytes, rate, ETA)
 
     # -- plumbing ---------------------------------------------------------------------------
     def client(self) -> Any:
@@ -487,7 +486,7 @@ class RattlerEngine:
         self._prefetched = 0
         if not records:
             return []
-        from envkit.engines.fetch import Fetcher, Meter, Policy
+        from envkit.engines.fetch import Fetcher, Policy
 
         self.client()
         downloads = self.settings.cache_dir / "downloads"
@@ -501,15 +500,16 @@ class RattlerEngine:
             by_dest[item.dest] = record
             items.append(item)
         total = sum(int(r.size or 0) for r in records)
-        self.meter = Meter(total)
         self.progress.download_total(total)
         self.progress.phase("download")
 
         def unpack(outcome: Any) -> None:
             self._unpack(outcome.path, by_dest[outcome.item.dest])
 
-        fetcher = Fetcher(Policy(parallel=self.settings.parallel_downloads, timeout_s=float(self.settings.timeout_s)),
-                          meter=self.meter, on_bytes=self.progress.download_bytes, on_skip=self.progress.download_kept,
+        policy = Policy(parallel=self.settings.parallel_downloads, retries=self.settings.retries,
+                        timeout_s=float(self.settings.timeout_s))
+        fetcher = Fetcher(policy,
+                          on_bytes=self.progress.download_bytes, on_skip=self.progress.download_kept,
                           on_done=unpack)
         outcomes = fetcher.fetch_all(items)
         self._prefetched = total

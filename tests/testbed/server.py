@@ -212,7 +212,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             with self.state.lock:
                 self.state.range_asked.append((path, asked))
             match = re.fullmatch(r"bytes=(\d+)-", asked.strip())
-            if match and self.state.honour_range:  # RFC 9110 section 14.2; only the open-ended form
+            if match and self.state.honour_range and fault != "truncate":  # RFC 9110 section 14.2, open-ended form
                 start, status = int(match.group(1)), 206
                 if start >= len(body):
                     self._deny(416)
@@ -249,15 +249,14 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                     self.state.bucket.take(len(chunk))
                 self.wfile.write(chunk)
                 sent += len(chunk)
+                with self.state.lock:
+                    self.state.bytes_served[path] = self.state.bytes_served.get(path, 0) + len(chunk)
                 if limit is not None and sent >= limit:
                     self.wfile.flush()
                     self.close_connection = True  # a dropped connection: fewer bytes than Content-Length
                     return
         except OSError:  # the client went away (Ctrl-C)
             self.close_connection = True
-        finally:
-            with self.state.lock:
-                self.state.bytes_served[path] = self.state.bytes_served.get(path, 0) + sent
 
     def _drop_limit(self, path: str) -> int | None:
         st = self.state
