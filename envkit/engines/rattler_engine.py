@@ -169,6 +169,8 @@ class RattlerEngine:
         self._targets: dict[str, str] = {}  # clean source -> where its requests go (mirror, token): never shown
         self._fresh: list[str] = []
         self._prefetched = 0
+        self._unpacked: set[str] = set()  # stems prefetch() put into the cache
+        self._listing: set[str] | None = None  # names in pkgs/ when the plan was made
 
     # -- plumbing ---------------------------------------------------------------------------
     def client(self) -> Any:
@@ -272,6 +274,7 @@ class RattlerEngine:
         except Exception as exc:
             raise self._solve_error(exc, vps) from None
         self._specs = list(specs)
+        self._listing = None
         self._plan = [self._planned(r) for r in self._records]
         return self._plan
 
@@ -316,8 +319,13 @@ class RattlerEngine:
         )
 
     def _is_cached(self, record: Any) -> bool:
-        stem = re.sub(r"(\.tar\.bz2|\.conda)$", "", str(record.file_name))
-        return (self.settings.cache_dir / "pkgs" / stem).is_dir()
+        """Whether the cache holds the package, from one listing of pkgs/ per plan (not a stat per record)."""
+        if self._listing is None:
+            try:
+                self._listing = set(os.listdir(self.settings.cache_dir / "pkgs"))
+            except OSError:
+                self._listing = set()
+        return _stem(str(record.file_name)) in self._listing
 
     # -- recreate without solving ------------------------------------------------------------
     def load_locked(self, locked: Any) -> list[PlannedPackage]:
@@ -346,6 +354,7 @@ class RattlerEngine:
                               f"rattler read {len(records)}", "regenerate the lock")
         self._records = records
         self._specs = [r.name.normalized for r in self._records]
+        self._listing = None
         self._plan = [self._planned(r) for r in self._records]
         return self._plan
 
@@ -398,6 +407,7 @@ class RattlerEngine:
                               "check that the channels are reachable (or use --mirror)") from exc
         self._records = records
         self._specs = [r.name.normalized for r in records]
+        self._listing = None
         self._plan = [self._planned(r) for r in records]
         return self._plan
 
@@ -409,8 +419,8 @@ class RattlerEngine:
     def build(self, target: Path, final: Path) -> Built:
         """Check the archives and the cache, link the plan into `target` (its paths rewritten for `final`),
         stamp what was extracted, and keep conda from tagging the env folder as a package cache."""
-        self.check_file_hashes()
         notes = self.check_cache()
+        self.check_file_hashes()  # only the archives rattler will read: those the cache does not hold
         notes += self.prefetch()
         self.install(target, final)
         self.stamp_fresh()
@@ -479,7 +489,7 @@ class RattlerEngine:
         """Fetch the http(s) archives the cache lacks, resumably (engines/fetch.py), and unpack each into
         rattler's package cache as it completes, so rattler.install only links. rattler takes an unpacked
         `pkgs/<name>-<version>-<build>/` folder without its `.lock` file as cached (it writes the lock
-        itself; measured with py-rattler 0.28, see tests/integration/test_resumable_downloads.py)."""
+        itself; measured with py-rattler 0.28, see tests/integration/test_downloads.py)."""
         fresh = set(self._fresh)
         records = [r for r in self._records if str(r.url).startswith(("http://", "https://"))
                    and _stem(str(r.file_name)) in fresh]
@@ -512,7 +522,8 @@ class RattlerEngine:
                           on_bytes=self.progress.download_bytes, on_skip=self.progress.download_kept,
                           on_done=unpack)
         outcomes = fetcher.fetch_all(items)
-        self._prefetched = total
+        self._unpacked = {_stem(o.item.dest.name) for o in outcomes if o.path is not None}
+        self._prefetched = sum(o.item.size or 0 for o in outcomes if o.path is not None)
         notes = []
         resumed = [o for o in outcomes if o.resumed and o.path is not None]
         if resumed:
@@ -556,10 +567,14 @@ class RattlerEngine:
         archive.unlink(missing_ok=True)
 
     def check_file_hashes(self) -> None:
-        """rattler does not verify file:// packages (rattler-notes §4): compare sha256 to repodata."""
+        """rattler does not verify file:// packages (rattler-notes §4): compare sha256 to repodata. Only the
+        archives rattler will extract (not in the cache, or evicted by check_cache); a cached package is
+        linked from its extracted folder, which check_cache checks against its paths.json instead, so
+        hashing its archive again on every create checked nothing rattler reads."""
+        fresh = set(self._fresh)
         for record in self._records:
             url = str(record.url)
-            if not url.startswith("file://") or not record.sha256:
+            if not url.startswith("file://") or not record.sha256 or _stem(str(record.file_name)) not in fresh:
                 continue
             path = Path(unquote(urlsplit(url).path))
             # inside its channel folder and a regular file, before anything opens it (a FIFO would block,
@@ -613,7 +628,8 @@ class RattlerEngine:
 
         requested = [MatchSpec(s, strict=False)._match_spec for s in self._specs]
         reporter = _Reporter(self.progress)
-        left = sum(int(r.size or 0) for r in self._records if not self._is_cached(r))
+        fetch = set(self._fresh) - self._unpacked  # what rattler itself still fetches
+        left = sum(int(r.size or 0) for r in self._records if _stem(str(r.file_name)) in fetch)
         if left or not self._prefetched:
             self.progress.download_total(self._prefetched + left)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from envkit.engines.fetch import Fetcher, Item, Meter, MirrorLagError, Policy, describe
+from envkit.engines.fetch import Fetcher, Item, Meter, MirrorLagError, Outcome, Policy, describe
 from envkit.errors import EngineError
 from testbed.server import ChannelServer
 
@@ -31,8 +31,9 @@ def served(tmp_path: Path) -> Iterator[tuple[ChannelServer, bytes]]:
 
 
 def item(srv: ChannelServer, data: bytes, dest: Path, **kw: object) -> Item:
-    fields: dict[str, object] = dict(url=f"{srv.url}/linux-64/{NAME}", dest=dest, sha256=hashlib.sha256(data).hexdigest(),
-                                     size=len(data), shown=f"{srv.url}/linux-64/{NAME}", channel=srv.url)
+    url = f"{srv.url}/linux-64/{NAME}"
+    fields: dict[str, object] = dict(url=url, dest=dest, sha256=hashlib.sha256(data).hexdigest(), size=len(data),
+                                     shown=url, channel=srv.url)
     fields.update(kw)
     return Item(**fields)  # type: ignore[arg-type]
 
@@ -209,13 +210,13 @@ def test_downloads_run_in_parallel_up_to_the_limit(tmp_path: Path) -> None:
         fetcher = Fetcher(Policy(parallel=3), on_done=on_done)
         original = fetcher._download
 
-        def counting(it: Item, outcome: object) -> None:
+        def counting(it: Item, outcome: Outcome) -> None:
             with lock:
                 active[0] += 1
                 peak[0] = max(peak[0], active[0])
-            original(it, outcome)  # type: ignore[arg-type]
+            original(it, outcome)
 
-        fetcher._download = counting  # type: ignore[method-assign]
+        setattr(fetcher, "_download", counting)
         outs = fetcher.fetch_all(items)
     assert all(o.path is not None and o.path.read_bytes() == blobs[o.path.name] for o in outs)
     assert peak[0] == 3
