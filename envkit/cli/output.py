@@ -54,17 +54,62 @@ def sanitize(text: str) -> str:
     return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
-def esc(text: str) -> str:
-    """Escape user- and data-supplied text for rich markup (specs like pytorch[build=cuda*])."""
-    from rich.markup import escape
+# rich's markup grammar, as rich/markup.py (rich 15) writes it: RE_TAGS and escape(). Copied so that esc() and
+# the plain output of a non-terminal need no rich import: importing and setting up rich's Console costs ~50 ms of
+# CPU, an eighth of a warm create (scripts/bench_create.py, issue 26).
+_RICH_TAG = re.compile(r"((\\*)\[([a-z#/@][^[]*?)])")
+_RICH_ESCAPE = re.compile(r"(\\*)(\[[a-z#/@][^[]*?])")
 
-    return escape(text)
+
+def esc(text: str) -> str:
+    """Escape user- and data-supplied text for rich markup (specs like pytorch[build=cuda*]); rich.markup.escape."""
+    def double(match: re.Match[str]) -> str:
+        backslashes, tag = match.groups()
+        return f"{backslashes}{backslashes}\\{tag}"
+
+    text = _RICH_ESCAPE.sub(double, text)
+    if text.endswith("\\") and not text.endswith("\\\\"):
+        return text + "\\"
+    return text
+
+
+def unmarkup(markup: str) -> str:
+    """The text rich prints for `markup`, without its styles (rich.markup._parse: tags dropped, escaped
+    brackets and backslashes kept literally)."""
+    out: list[str] = []
+    position = 0
+    for match in _RICH_TAG.finditer(markup):
+        full, escapes, _tag = match.groups()
+        start, end = match.span()
+        if start > position:
+            out.append(markup[position:start])
+        position = end
+        if escapes:
+            backslashes, escaped = divmod(len(escapes), 2)
+            out.append("\\" * backslashes)
+            if escaped:
+                out.append(full[len(escapes):])
+    out.append(markup[position:])
+    return "".join(out)
+
+
+class _PlainConsole:
+    """What console() gives when stdout is no terminal, for the verbs' result lines: the same text, no
+    styles, and no rich import (a script, a CI log, `> file`)."""
+
+    def print(self, markup: str = "") -> None:
+        plain(unmarkup(markup))
 
 
 def console(stderr: bool = False) -> Console:
     from rich.console import Console
 
     return Console(stderr=stderr, highlight=False, soft_wrap=True)
+
+
+def text_console() -> Console | _PlainConsole:
+    """rich on a terminal; plain lines otherwise (styles are dropped there anyway)."""
+    return console() if sys.stdout.isatty() else _PlainConsole()
 
 
 def print_detect(result: DetectResult) -> None:
@@ -212,7 +257,7 @@ def print_created(result: CreateResult) -> None:
     from envkit.shell.activate import next_steps
 
     print_changes(result)
-    con = console()
+    con = text_console()
     for note in result.notes:
         con.print(f"[yellow]note:[/] {esc(note)}")
     phases = ", ".join(f"{k} {v:.2f}s" for k, v in result.phases.items())

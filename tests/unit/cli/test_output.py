@@ -47,3 +47,34 @@ def test_error_prints_sanitized(capsys: pytest.CaptureFixture[str]) -> None:
 def test_json_needs_no_sanitize() -> None:
     assert "\x1b" not in output.dump_json({"name": "a\x1b[2Jb"})
     assert json.loads(output.dump_json({"name": "a\x1b[2Jb"}))["name"] == "a\x1b[2Jb"
+
+
+# esc() and unmarkup() copy rich's markup grammar so that a create's result lines need no rich import;
+# rich itself is the oracle here, so an upgrade that changes the grammar fails these
+MARKUP_TEXTS = ["pytorch[build=cuda*]", "a\\[b]", "ends with a backslash\\", "two \\\\[dim]z", "[/x]",
+                "C:\\dir\\[x]", "ok [1] [a=b] [@click] [#fff]", "[[nested]]", "plain text", ""]
+
+
+@pytest.mark.parametrize("text", MARKUP_TEXTS)
+def test_esc_is_rich_markup_escape(text: str) -> None:
+    from rich.markup import escape
+
+    assert output.esc(text) == escape(text)
+
+
+@pytest.mark.parametrize("text", MARKUP_TEXTS)
+def test_unmarkup_prints_what_rich_prints(text: str) -> None:
+    from rich.markup import render
+
+    for markup in (output.esc(text), f"[bold green]created[/] {output.esc(text)} [dim]# x[/]"):
+        assert output.unmarkup(markup) == render(markup).plain
+
+
+def test_result_lines_off_a_terminal_need_no_rich(capsys: pytest.CaptureFixture[str]) -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; from envkit.cli import output; output.text_console().print('[bold]created[/] x'); "
+            "print(sorted(m for m in sys.modules if m.startswith('rich')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.splitlines() == ["created x", "[]"]
