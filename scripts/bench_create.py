@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import resource
 import shutil
 import statistics
 import subprocess
@@ -41,13 +42,25 @@ asyncio.run(main())
 '''
 
 
+CPU: dict[str, list[float]] = {}  # label -> CPU seconds (user + system) of each measured run
+
+
 def timed(argv: list[str], env: dict[str, str]) -> float:
+    """Wall seconds of one fresh process; its CPU seconds go to LAST_CPU (on a shared machine the wall
+    time stretches with the load, the CPU time much less)."""
+    global LAST_CPU
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    LAST_CPU = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if done.returncode != 0:
         raise SystemExit(f"failed ({done.returncode}): {' '.join(argv)}\n{done.stderr[-2000:]}")
     return elapsed
+
+
+LAST_CPU = 0.0
 
 
 def main() -> int:
@@ -101,14 +114,17 @@ def main() -> int:
             elapsed = run()
             if i > 0:  # run 0 fills the warm caches and the OS page cache
                 results[label].append(elapsed)
+                CPU.setdefault(label, []).append(LAST_CPU)
     for label, times in results.items():
         print(f"{label:14s} median {statistics.median(times):.3f} s  (min {min(times):.3f}, max {max(times):.3f}, "
-              f"n={len(times)})")
+              f"n={len(times)}; CPU median {statistics.median(CPU[label]):.3f} s)")
     for kind in ("cold", "warm"):
         ratio = statistics.median(results[f"envkit {kind}"]) / statistics.median(results[f"floor {kind}"])
         pairs = [e / f for e, f in zip(results[f"envkit {kind}"], results[f"floor {kind}"])]
         print(f"envkit / floor ({kind}): {ratio:.2f}x of the medians; median of the {len(pairs)} alternated pairs "
-              f"{statistics.median(pairs):.2f}x (pairs: {' '.join(f'{r:.2f}' for r in pairs)})")
+              f"{statistics.median(pairs):.2f}x (pairs: {' '.join(f'{r:.2f}' for r in pairs)}); CPU time "
+              f"{statistics.median(CPU[f'envkit {kind}']) / statistics.median(CPU[f'floor {kind}']):.2f}x")
+    print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
     shutil.rmtree(work, ignore_errors=True)
     return 0
 
