@@ -86,8 +86,8 @@ def main() -> int:
             """(wall s, bytes of the large archive served, exit code)."""
             argv = [sys.executable, "-m", "envkit", "create", name, "--file", str(envfile), "--mirror", srv.url,
                     "--no-adapt", "--no-verify", "--cuda", "cpu", "-q"]
-            env = dict(os.environ, ENVKIT_HOME=str(work / "home"), ENVKIT_CACHE_DIR=str(cache),
-                       PYTHONPATH=str(ROOT))
+            path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+            env = dict(os.environ, ENVKIT_HOME=str(work / "home"), ENVKIT_CACHE_DIR=str(cache), PYTHONPATH=path)
             return run(argv, env, stop_at)
 
         def rattler_alone(name: str, cache: Path, *, stop_at: float | None = None) -> tuple[float, int, int]:
