@@ -66,6 +66,8 @@ LAST_CPU = 0.0
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--baseline", type=Path, help="another envkit source tree (e.g. `git archive main` "
+                        "unpacked) timed in the same alternation, as `baseline`")
     args = parser.parse_args()
     from testbed.channel import PY, bench_universe, build, index, pip_pkg, python_pkg
 
@@ -91,8 +93,12 @@ def main() -> int:
     base_env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     base_env.update(ENVKIT_HOME=str(work / "home"), CONDA_OVERRIDE_CUDA="", PYTHONPYCACHEPREFIX=str(work / "pycache"),
                     PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p))
-    results: dict[str, list[float]] = {k: [] for k in ("floor cold", "envkit cold", "floor warm", "envkit warm",
-                                                        "envkit export")}
+    labels = ["floor cold", "envkit cold", "floor warm", "envkit warm", "envkit export"]
+    if args.baseline:
+        labels[2:2] = ["baseline cold"]
+        labels[5:5] = ["baseline warm"]
+        base_path = os.pathsep.join(p for p in (str(args.baseline.resolve()), os.environ.get("PYTHONPATH", "")) if p)
+    results: dict[str, list[float]] = {k: [] for k in labels}
     warm_floor = work / "cache-floor-warm"
     warm_envkit = work / "cache-envkit-warm"
     for i in range(args.runs + 1):
@@ -110,7 +116,17 @@ def main() -> int:
             "envkit export": lambda: timed(envkit + ["export", f"w{i}"],
                                            dict(base_env, ENVKIT_CACHE_DIR=str(warm_envkit))),
         }
-        for label, run in runs.items():
+        if args.baseline:
+            runs["baseline cold"] = lambda: timed(envkit + ["create", f"b{i}", "--file", str(envfile), "--no-adapt",
+                                                            "--no-verify", "-q"],
+                                                  dict(base_env, PYTHONPATH=base_path,
+                                                       ENVKIT_CACHE_DIR=str(work / f"cache-base-{i}")))
+            runs["baseline warm"] = lambda: timed(envkit + ["create", f"bw{i}", "--file", str(envfile), "--no-adapt",
+                                                            "--no-verify", "-q"],
+                                                  dict(base_env, PYTHONPATH=base_path,
+                                                       ENVKIT_CACHE_DIR=str(work / "cache-base-warm")))
+        for label in labels:
+            run = runs[label]
             elapsed = run()
             if i > 0:  # run 0 fills the warm caches and the OS page cache
                 results[label].append(elapsed)
@@ -118,12 +134,12 @@ def main() -> int:
     for label, times in results.items():
         print(f"{label:14s} median {statistics.median(times):.3f} s  (min {min(times):.3f}, max {max(times):.3f}, "
               f"n={len(times)}; CPU median {statistics.median(CPU[label]):.3f} s)")
-    for kind in ("cold", "warm"):
-        ratio = statistics.median(results[f"envkit {kind}"]) / statistics.median(results[f"floor {kind}"])
-        pairs = [e / f for e, f in zip(results[f"envkit {kind}"], results[f"floor {kind}"])]
-        print(f"envkit / floor ({kind}): {ratio:.2f}x of the medians; median of the {len(pairs)} alternated pairs "
+    for who, kind in [(w, k) for w in ("envkit", "baseline") for k in ("cold", "warm") if f"{w} {k}" in results]:
+        ratio = statistics.median(results[f"{who} {kind}"]) / statistics.median(results[f"floor {kind}"])
+        pairs = [e / f for e, f in zip(results[f"{who} {kind}"], results[f"floor {kind}"])]
+        print(f"{who} / floor ({kind}): {ratio:.2f}x of the medians; median of the {len(pairs)} alternated pairs "
               f"{statistics.median(pairs):.2f}x (pairs: {' '.join(f'{r:.2f}' for r in pairs)}); CPU time "
-              f"{statistics.median(CPU[f'envkit {kind}']) / statistics.median(CPU[f'floor {kind}']):.2f}x")
+              f"{statistics.median(CPU[f'{who} {kind}']) / statistics.median(CPU[f'floor {kind}']):.2f}x")
     print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
     shutil.rmtree(work, ignore_errors=True)
     return 0
