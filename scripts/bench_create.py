@@ -51,7 +51,10 @@ def timed(argv: list[str], env: dict[str, str]) -> float:
     global LAST_CPU
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    done = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # cwd: a folder without envkit in it, so `python -m envkit` takes envkit from PYTHONPATH (the tree under
+    # test), not from the current directory that -m puts first on sys.path
+    done = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                          cwd=tempfile.gettempdir())
     elapsed = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     LAST_CPU = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
