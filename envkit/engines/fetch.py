@@ -28,11 +28,12 @@ import random
 import threading
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from envkit.errors import EngineError
-from envkit.fsutil import flocked
+from envkit.fsutil import Locked, flocked
 from envkit.secrets import redact
 
 CHUNK = 256 * 1024
@@ -79,12 +80,13 @@ class Outcome:
     """What one archive cost: bytes over the wire, bytes kept from an earlier attempt or run, restarts."""
 
     item: Item
-    path: Path | None = None  # None: left to the engine (Unfetchable)
+    path: Path | None = None  # None: left to the engine (Unfetchable), or `already` in place
     fetched: int = 0
     resumed: int = 0
     restarts: int = 0
     attempts: int = 0
     why_left: str = ""
+    already: bool = False  # another process put it in place while this one waited
 
 
 class Meter:
@@ -171,6 +173,7 @@ class Fetcher:
     on_done: Callable[[Outcome], None] = lambda _o: None
     sleep: Callable[[float], None] = time.sleep
     stop: threading.Event = field(default_factory=threading.Event)
+    have: Callable[[Item], bool] = lambda _i: False  # already in place (the engine: unpacked in its cache)
 
     def fetch_all(self, items: Sequence[Item]) -> list[Outcome]:
         """All items, biggest first (the long one starts at once); the first error stops the others
@@ -201,13 +204,15 @@ class Fetcher:
 
     # -- one archive ------------------------------------------------------------------------
     def _one(self, item: Item) -> Outcome:
-        if self.stop.is_set():
-            raise Stopped(item.shown)
         item.dest.parent.mkdir(parents=True, exist_ok=True)
         outcome = Outcome(item)
-        with flocked(item.dest.with_name(item.dest.name + ".lock")):
+        lock = self._lock(item)
+        try:
+            if self.have(item):  # another process put it in place while this one waited for the lock
+                outcome.already = True
+                return outcome
             if item.dest.is_file() and _matches(item.dest, item):
-                outcome.path = item.dest  # another process (or run) finished it while we waited
+                outcome.path = item.dest  # finished by an earlier run that stopped before using it
                 outcome.resumed = item.dest.stat().st_size
                 self.meter.skip(outcome.resumed)
                 self.on_skip(outcome.resumed)
@@ -218,7 +223,23 @@ class Fetcher:
                     outcome.why_left = str(exc)
                     return outcome
             self.on_done(outcome)
+        finally:
+            lock.__exit__(None, None, None)
         return outcome
+
+    def _lock(self, item: Item) -> AbstractContextManager[int]:
+        """The archive's flock, waited for without blocking a Ctrl-C: another envkit fetching the same
+        archive into the same cache holds it until that archive is done."""
+        path = item.dest.with_name(item.dest.name + ".lock")
+        while True:
+            if self.stop.is_set():
+                raise Stopped(item.shown)
+            held = flocked(path, blocking=False)
+            try:
+                held.__enter__()
+                return held
+            except Locked:
+                self.sleep(0.05)
 
     def _download(self, item: Item, outcome: Outcome) -> None:
         part = item.dest.with_name(item.dest.name + PART)

@@ -518,18 +518,19 @@ class RattlerEngine:
 
         policy = Policy(parallel=self.settings.parallel_downloads, retries=self.settings.retries,
                         timeout_s=float(self.settings.timeout_s))
-        fetcher = Fetcher(policy,
-                          on_bytes=self.progress.download_bytes, on_skip=self.progress.download_kept,
-                          on_done=unpack)
+        pkgs = self.settings.cache_dir / "pkgs"
+        fetcher = Fetcher(policy, on_bytes=self.progress.download_bytes, on_skip=self.progress.download_kept,
+                          on_done=unpack, have=lambda item: (pkgs / _stem(item.dest.name)).is_dir())
         outcomes = fetcher.fetch_all(items)
-        self._unpacked = {_stem(o.item.dest.name) for o in outcomes if o.path is not None}
-        self._prefetched = sum(o.item.size or 0 for o in outcomes if o.path is not None)
+        placed = [o for o in outcomes if o.path is not None or o.already]
+        self._unpacked = {_stem(o.item.dest.name) for o in placed}
+        self._prefetched = sum(o.item.size or 0 for o in placed)
         notes = []
         resumed = [o for o in outcomes if o.resumed and o.path is not None]
         if resumed:
             kept = sum(o.resumed for o in resumed)
             notes.append(f"resumed {len(resumed)} download(s) left by an earlier attempt ({kept / 2**20:.1f} MiB kept)")
-        left = [o for o in outcomes if o.path is None]
+        left = [o for o in outcomes if o.path is None and not o.already]
         if left:
             notes.append(f"{len(left)} archive(s) fetched by rattler's own client instead ({left[0].why_left})")
         return notes

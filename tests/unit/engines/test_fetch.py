@@ -235,3 +235,53 @@ def test_the_meter_gives_rate_and_eta_and_kept_bytes_do_not_count_as_speed() -> 
     assert describe(meter) == "6.0 MiB / 10.0 MiB · 1.0 MiB/s · 4s left"
     now[0] += 20  # a stall: the window empties, the rate falls
     assert meter.rate() < 2**20 / 10
+
+
+def test_a_second_envkit_waits_for_the_archive_and_takes_what_the_first_put_in_place(
+        served: tuple[ChannelServer, bytes], tmp_path: Path) -> None:
+    import time
+
+    from envkit.fsutil import flocked
+
+    srv, data = served
+    dest = tmp_path / NAME
+    placed: list[bool] = []
+    results: list[list[Outcome]] = []
+    with flocked(dest.with_name(NAME + ".lock")):  # another envkit is fetching it into the same cache...
+        fetcher = Fetcher(fast(), have=lambda _item: bool(placed))
+        worker = threading.Thread(target=lambda: results.append(fetcher.fetch_all([item(srv, data, dest)])))
+        worker.start()
+        time.sleep(0.3)
+        assert worker.is_alive() and srv.hits(NAME) == []
+        placed.append(True)  # ...and unpacks it into the package cache before letting go
+    worker.join(10)
+    [[out]] = results
+    assert out.already and out.path is None and srv.hits(NAME) == []  # not fetched twice
+
+
+def test_ctrl_c_while_waiting_for_another_envkit_stops_at_once(served: tuple[ChannelServer, bytes],
+                                                              tmp_path: Path) -> None:
+    import time
+
+    from envkit.engines.fetch import Stopped
+    from envkit.fsutil import flocked
+
+    srv, data = served
+    dest = tmp_path / NAME
+    errors: list[BaseException] = []
+
+    def run(fetcher: Fetcher) -> None:
+        try:
+            fetcher.fetch_all([item(srv, data, dest)])
+        except BaseException as exc:  # noqa: BLE001 - the test reads it
+            errors.append(exc)
+
+    with flocked(dest.with_name(NAME + ".lock")):
+        fetcher = Fetcher(fast())
+        worker = threading.Thread(target=run, args=(fetcher,))
+        worker.start()
+        time.sleep(0.2)
+        fetcher.stop.set()  # what KeyboardInterrupt in the main thread does
+        worker.join(2)
+        assert not worker.is_alive()
+    assert len(errors) == 1 and isinstance(errors[0], Stopped)
