@@ -187,11 +187,10 @@ class Fetcher:
                                   thread_name_prefix="envkit-fetch")
         futures = [pool.submit(self._one, item) for item in order]
         try:
-            done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+            wait(futures, return_when=FIRST_EXCEPTION)
             failed = next((f for f in futures if f.done() and f.exception() is not None), None)
             if failed is not None:
                 self.stop.set()
-                wait(futures)
                 exc = failed.exception()
                 assert exc is not None
                 raise exc
@@ -200,7 +199,9 @@ class Fetcher:
             self.stop.set()
             raise
         finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+            # not waiting: a worker blocked on a stalled socket notices `stop` only after its read returns, and
+            # Ctrl-C must not wait for that; what it wrote is a prefix of its part, which stays resumable
+            pool.shutdown(wait=False, cancel_futures=True)
 
     # -- one archive ------------------------------------------------------------------------
     def _one(self, item: Item) -> Outcome:
