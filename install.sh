@@ -25,6 +25,11 @@
 # absolute path, so it works in this very shell even when the bin dir is not on PATH yet (a fresh account:
 # Debian's and Ubuntu's ~/.profile add ~/.local/bin only if it existed at login):
 #   ./install.sh create dl_train --cuda auto
+# When the bin dir is not on PATH and your login profile would not put it there (root's Debian ~/.profile, from
+# base-files, never does), one marked line is appended to it so that the next login finds envkit, as uv's and
+# rustup's installers do: the first of ~/.bash_profile, ~/.bash_login, ~/.profile that exists (the one a bash
+# login shell reads; else ~/.profile). The line holds no path from your environment ($HOME stays a variable);
+# delete it to undo. --no-modify-path leaves every profile alone.
 # Exit codes: that command's own exit code when one is given; else 0 installed and on PATH, 1 failed,
 # 2 bad option, 3 installed but not on PATH (the line to add is printed, and whether a new login is enough).
 set -euo pipefail
@@ -33,15 +38,17 @@ here=$(cd "$(dirname "$0")" && pwd)
 method=auto
 dry_run=0
 force=0
+modify_path=1
 after=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --dry-run) dry_run=1 ;;
     --force) force=1 ;;
+    --no-modify-path) modify_path=0 ;;
     --method=*) method=${1#--method=} ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     --) shift; after=("$@"); break ;;
-    -*) echo "install.sh: unknown option $1 (use --dry-run, --force, --method=auto|env|pipx|uv|venv, then an envkit command)" >&2; exit 2 ;;
+    -*) echo "install.sh: unknown option $1 (use --dry-run, --force, --no-modify-path, --method=auto|env|pipx|uv|venv, then an envkit command)" >&2; exit 2 ;;
     *) after=("$@"); break ;;  # the envkit command to run once installed: create dl_train --cuda auto
   esac
   shift
@@ -137,6 +144,9 @@ if [ -z "$target_env" ] && [ "$method" = auto ]; then
   fi
 elif [ -n "$target_env" ]; then
   method=env
+fi
+if { [ "$method" = pipx ] || [ "$method" = uv ]; } && ! command -v "$method" >/dev/null 2>&1; then
+  die "--method=$method: $method is not on PATH (PATH=$PATH). Install $method first, or run ./install.sh without --method: it picks pipx or uv when one is on PATH, else a private venv"
 fi
 
 managed=""
@@ -238,7 +248,32 @@ case ":$PATH:" in
     if [ "$exe_dir" = "${HOME:-}/.local/bin" ] && [ -f "$HOME/.profile" ] && grep -q '\.local/bin' "$HOME/.profile" 2>/dev/null; then
       next_login=1
     fi
-    if [ $next_login = 1 ]; then
+    profile_line=""
+    if [ $next_login = 0 ] && [ $modify_path = 1 ] && [ -n "${HOME:-}" ] && [ -d "$HOME" ]; then
+      profile="$HOME/.profile"
+      for f in "$HOME/.bash_profile" "$HOME/.bash_login"; do
+        if [ -f "$f" ]; then profile=$f; break; fi
+      done
+      if [ "$exe_dir" = "$HOME/.local/bin" ]; then
+        dir_word='"$HOME/.local/bin"'  # written as a variable: nothing from $HOME's value is ever read as code
+      else
+        dir_word=$(sq "$exe_dir")
+      fi
+      mark="# envkit install.sh: envkit's folder on PATH for login shells (delete this line to undo)"
+      line="case \":\$PATH:\" in *:$dir_word:*) ;; *) PATH=$dir_word:\"\$PATH\"; export PATH ;; esac $mark"
+      if grep -qF "$mark" "$profile" 2>/dev/null; then
+        next_login=1  # written by an earlier install
+      elif printf '\n%s\n' "$line" >>"$profile" 2>/dev/null; then
+        next_login=1
+        profile_line="added one line to ${profile/#$HOME/\~} so that your next login has it on PATH (--no-modify-path skips this; delete the line to undo)"
+      fi
+    fi
+    if [ -n "$profile_line" ]; then
+      cat >&2 <<EOF
+envkit install: envkit is installed at $envkit_exe. $exe_dir is not on this shell's PATH: $profile_line. For this shell:
+  export PATH=$(sq "$exe_dir"):"\$PATH"
+EOF
+    elif [ $next_login = 1 ]; then
       cat >&2 <<EOF
 envkit install: envkit is installed at $envkit_exe. $exe_dir is not on this shell's PATH yet: your ~/.profile adds it at your next login (the folder did not exist when you logged in). For this shell:
   export PATH=$(sq "$exe_dir"):"\$PATH"

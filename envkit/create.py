@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import json
 import re
+import shlex
 import shutil
 import tempfile
 from collections.abc import Callable, Sequence
@@ -29,9 +30,9 @@ from envkit.engines.base import (ENGINES, Built, CreateOptions, Engine, CreateRe
                                  write_meta, write_state)
 from envkit.engines.pip import pip_index_env
 from envkit.errors import EngineError, EnvExistsError, EnvkitError, UsageError
-from envkit.lock.file import Lock, LockedPlatform
+from envkit.lock.file import Lock, LockedPlatform, read_lock
 from envkit.models import Machine, Selection
-from envkit.plan import prepare, recreate_envfile, recreate_source
+from envkit.plan import differences, prepare, recreate_envfile, recreate_source
 from envkit.prefix import records
 from envkit.prefix.condarc import register_env
 from envkit.prefix.locations import check_name, default_prefix
@@ -162,15 +163,38 @@ class Job:
     locked: tuple[Lock, LockedPlatform] | None = None  # a lock's (Lock, platform entry), read once
 
 
+@dataclass(frozen=True)
+class Plan:
+    """What create is about to install, known after the solve and before any download: the CLI shows it
+    (the build and why, how many packages, how much to download, where it differs from what was asked)."""
+
+    prefix: Path
+    selection: Selection | None
+    packages: tuple[PlannedPackage, ...]
+    pip_lines: tuple[str, ...]
+    differences: tuple[str, ...]
+    dry_run: bool
+
+    @property
+    def download_bytes(self) -> int:
+        return sum(p.size or 0 for p in self.packages if not p.cached)
+
+    @property
+    def cached(self) -> int:
+        return sum(1 for p in self.packages if p.cached)
+
+
 def create_env(opts: CreateOptions, progress: Progress | None = None,
-               on_line: Callable[[str], None] | None = None) -> CreateResult:
+               on_line: Callable[[str], None] | None = None,
+               on_plan: Callable[[Plan], None] | None = None) -> CreateResult:
     check_name(opts.name)
     if opts.engine not in ENGINES:
         raise UsageError(f"unknown engine {opts.engine!r}", f"use one of {', '.join(ENGINES)}")
     timer = Timer()
     job = _plan_job(opts, timer)
     if opts.dry_run:
-        return _engine_run(opts, job, timer=timer, notes=[], replacing=False, progress=progress, on_line=on_line)
+        return _engine_run(opts, job, timer=timer, notes=[], replacing=False, progress=progress, on_line=on_line,
+                           on_plan=on_plan)
     waited: list[str] = []
 
     def on_wait(message: str) -> None:
@@ -185,7 +209,7 @@ def create_env(opts: CreateOptions, progress: Progress | None = None,
             notes = [*waited, *sweep(job.prefix.parent, held_name=job.prefix.name)]
             replacing = check_target(job.prefix, opts.force, opts.not_envkit)
             return _engine_run(opts, job, timer=timer, notes=notes, replacing=replacing, progress=progress,
-                               on_line=on_line)
+                               on_line=on_line, on_plan=on_plan)
     except OSError as exc:
         raise filesystem_error(exc, job.prefix) from exc
 
@@ -197,8 +221,9 @@ def _plan_job(opts: CreateOptions, timer: Timer) -> Job:
     locked: tuple[Lock, LockedPlatform] | None = None
     if recreate is not None:
         if opts.engine != "rattler":
-            raise UsageError("--lock and explicit files are installed by the embedded engine",
-                             "drop --engine, or give conda the file yourself: conda create -p PREFIX --file FILE")
+            raise UsageError(f"--{'lock' if recreate[1] == 'lock' else 'file'} of {recreate[0].name} is installed "
+                             f"by the embedded engine, not --engine {opts.engine}",
+                             external_recreate_fix(recreate[0], recreate[1], opts))
         with timer.phase("detect"):
             machine = detect(driver_version=opts.driver_version, compute_capabilities=opts.compute_capabilities,
                              cuda=opts.request.cuda)
@@ -214,11 +239,36 @@ def _plan_job(opts: CreateOptions, timer: Timer) -> Job:
         envfile, selection, machine, changes = prepare(opts, timer)
         env_text = redact(envfile.render())
     if opts.require_gpu and (selection is None or not selection.is_gpu) and not opts.dry_run:
-        raise EngineError("no GPU build was selected and --require-gpu was given: " +
-                          (selection.reasons[0] if selection else "the file was taken as is"),
+        # the reason that made it a CPU build (no driver, --cuda cpu, an empty CONDA_OVERRIDE_CUDA...), not the
+        # first reason, which says where the catalogue came from
+        why = "the file was taken as is" if selection is None else next(
+            (r for r in selection.reasons if "CPU build" in r), selection.reasons[-1] if selection.reasons else "")
+        raise EngineError("no GPU build was selected and --require-gpu was given: " + why,
                           "run on a GPU machine, or plan for one with --cuda X.Y")
     prefix = (opts.prefix.expanduser().absolute() if opts.prefix else default_prefix(opts.name))
     return Job(envfile, env_text, selection, machine, changes, recreate, prefix, locked)
+
+
+# conda-lockfiles (the conda plugin that reads rattler-lock v6: conda_lockfiles/rattler_lock/v6.py, FORMAT
+# "rattler-lock-v6") installs a lock's conda packages with `conda env create --file F --env-spec NAME`; plain
+# conda reads a lock as a list of specs and makes an empty env. It skips the PyPI entries and `variables:`.
+LOCKFILES_SPEC = "rattler-lock-v6"
+
+
+def external_recreate_fix(source: Path, kind: str, opts: CreateOptions) -> str:
+    """The command that works as printed for a lock or explicit file refused under --engine: envkit's own
+    (complete), and conda's (an explicit file is plain conda's format; a v6 lock needs conda-lockfiles)."""
+    target = shlex.quote(str(opts.prefix.expanduser().absolute() if opts.prefix else default_prefix(opts.name)))
+    file = shlex.quote(str(source))
+    ours = f"drop --engine: envkit create {shlex.quote(opts.name)} --{'lock' if kind == 'lock' else 'file'} {file}"
+    if kind != "lock":
+        return (f"{ours} (pip sidecar and variables included); or with plain conda, the conda packages only: "
+                f"conda create -p {target} --file {file}")
+    if read_lock(source).version != 6:
+        return f"{ours} (conda-lockfiles 0.2 reads rattler-lock v6 only; this lock is v7)"
+    return (f"{ours} (PyPI entries and variables included); or with conda, the conda packages only: "
+            f"conda install -n base conda-lockfiles, then conda env create -p {target} --file {file} "
+            f"--env-spec {LOCKFILES_SPEC}")
 
 
 def filesystem_error(exc: OSError, prefix: Path) -> EnvkitError:
@@ -235,12 +285,16 @@ def filesystem_error(exc: OSError, prefix: Path) -> EnvkitError:
 
 
 def _engine_run(opts: CreateOptions, job: Job, *, timer: Timer, notes: list[str], replacing: bool,
-                progress: Progress | None, on_line: Callable[[str], None] | None) -> CreateResult:
+                progress: Progress | None, on_line: Callable[[str], None] | None,
+                on_plan: Callable[[Plan], None] | None = None) -> CreateResult:
     """One flow for every engine (engines/base.py Engine): plan and guard, then build and settle under
     the target lock (a dry run stops after the plan)."""
     engine, envfile, cuda = _make_engine(opts, job, progress, on_line)
     notes.extend(engine.notes)  # what setting the engine up decided (which channels, which credentials)
     packages, specs = _plan(opts, engine, job, envfile, timer)
+    if on_plan is not None:  # before any download
+        on_plan(Plan(job.prefix, job.selection, packages, tuple(envfile.pip),
+                     differences(opts.request, job.selection), opts.dry_run))
     if opts.dry_run:
         return CreateResult(job.prefix, packages, job.selection, job.machine, timer.phases, True, job.env_text,
                             pip_lines=envfile.pip, engine=engine.name, notes=tuple(notes), changes=job.changes,
@@ -255,6 +309,8 @@ def _engine_run(opts: CreateOptions, job: Job, *, timer: Timer, notes: list[str]
         installed = built[-1].packages
         if not engine.whole_file:
             if envfile.pip:
+                if progress is not None:
+                    progress.phase("pip")
                 with timer.phase("pip"):
                     pip_installed[:] = _run_pip(target, envfile.pip, job.selection, on_line)
                 _fix_shebangs(target, target, job.prefix)
@@ -267,7 +323,8 @@ def _engine_run(opts: CreateOptions, job: Job, *, timer: Timer, notes: list[str]
 
     with interrupting():
         report, restored = install_and_settle(opts, job.prefix, build, replacing, timer, notes,
-                                              in_place=engine.in_place)
+                                              in_place=engine.in_place,
+                                              on_phase=progress.phase if progress is not None else None)
     if not restored:
         register_env(job.prefix)  # ~/.conda/environments.txt, as conda does: `conda env list` shows it
         update_meta_phases(job.prefix, timer)
@@ -342,7 +399,8 @@ def _plan(opts: CreateOptions, engine: Engine, job: Job, envfile: EnvFile,
 
 
 def install_and_settle(opts: CreateOptions, prefix: Path, build: Callable[[Path], None], replacing: bool, timer: Timer,
-                       notes: list[str], in_place: bool = False) -> tuple[VerifyReport | None, bool]:
+                       notes: list[str], in_place: bool = False,
+                       on_phase: Callable[[str], None] | None = None) -> tuple[VerifyReport | None, bool]:
     """Build in a locked staging folder, mark it envkit's, move it in with a rename that never
     overwrites, then verify. With --force the old env is moved aside (locked) just before the move-in
     and deleted only once the new env did not FAIL verify; a FAIL, a broken verify, Ctrl-C or a failed
@@ -376,6 +434,8 @@ def install_and_settle(opts: CreateOptions, prefix: Path, build: Callable[[Path]
         timer.phases["download"] = timer.phases.pop("download+link", 0.0)
         report = None
         if not opts.no_verify:
+            if on_phase is not None:
+                on_phase("verify")
             with timer.phase("verify"):
                 report = verify_env(prefix=str(prefix), timeout=opts.verify_timeout, quick=True)
     except BaseException as exc:

@@ -99,3 +99,12 @@ def os_error_hint(text: str) -> str | None:
         return ("envkit may not write there: fix the folder's permissions (ls -ld), or point ENVKIT_CACHE_DIR / "
                 "ENVKIT_HOME / --prefix at a folder you own")
     return None
+
+
+class ModelCodeError(VerifyError):
+    """The user's own model factory, batch, model or loss raised: `details` is their traceback (it is their
+    code), which the CLI prints whole under the one-line message."""
+
+    def __init__(self, message: str, hint: str | None = None, details: str = "") -> None:
+        super().__init__(message, hint)
+        self.details = details

@@ -8,24 +8,26 @@ URLs mapped back to canonical channels, credentials stripped, pip packages kept 
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from envkit.compat.builds import marks_cuda
 from envkit.config import load_file_config
-from envkit.errors import ExportError, InputError
+from envkit.errors import ExportError, InputError, MirrorError
 from envkit.lock.file import PYPI_SIMPLE, Lock, LockedConda, LockedPlatform, LockedPypi, render_lock
 from envkit.prefix import records as prefix_records
 from envkit.prefix.history import requested_specs
-from envkit.render.envfile import EnvFile, check_pip_line, check_variables
+from envkit.render.envfile import EnvFile, check_pip_line, check_variables, for_conda_lock
 from envkit.render.mirrors import canonical_channel, canonical_urls, strip_credentials
 from envkit.safeio import load_json, load_yaml, read_bytes, read_text
 from envkit.secrets import redact
 
-FORMATS = ("yaml", "explicit", "lock")
+FORMATS = ("yaml", "explicit", "lock", "pylock")
 PYTORCH_INDEX = "https://download.pytorch.org/whl"
 _LOCAL_VERSION = re.compile(r"\+(cu\d+|cpu|rocm[\d.]+)$")
 
@@ -189,6 +191,75 @@ def _pip_entry(dist: Path, name: str, version: str) -> PipPackage:
     return PipPackage(name, version, f"{name}=={version}", index)
 
 
+@dataclass(frozen=True)
+class PipIndexes:
+    """The pip indexes an env was made with, as its kept environment.yml names them (credentials stripped),
+    less the --mirror's PyPI: that is the mirror standing in for PyPI, applied again at install time."""
+
+    index_url: str | None = None  # a private --index-url: stays --index-url in the export
+    extra: tuple[str, ...] = ()
+    mirror_pypi: str | None = None  # the create's --mirror PyPI index (never exported)
+
+    def lines(self) -> list[str]:
+        return ([f"--index-url {self.index_url}"] if self.index_url else []) + [
+            f"--extra-index-url {url}" for url in self.extra]
+
+    def canonical(self, url: str, name: str) -> str:
+        """A wheel URL the create's mirror served -> PyPI's project page (pip installs `name==version` from
+        it, with the sha256 kept, so another mirror or PyPI itself serves the same file). Matched by host:
+        a mirror's files need not sit under its /simple/ (tuna serves them from /packages/)."""
+        if self.mirror_pypi and "://" in url and urlsplit(url).netloc == urlsplit(self.mirror_pypi).netloc:
+            return f"{PYPI_SIMPLE}/{_normalize(name)}/"
+        return url
+
+
+def _normalize(name: str) -> str:
+    """PEP 503 project name normalization (the simple index's page name)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def env_pip_indexes(prefix: Path, config: dict[str, Any] | None = None) -> PipIndexes:
+    """The env's own pip index lines (kept environment.yml) and the PyPI of the mirror it was made through
+    (create.json `mirror`). An env made by conda has neither: PyPI (pip's default) is assumed."""
+    from envkit.engines.pip import index_options
+    from envkit.render.mirrors import resolve
+
+    mirror_pypi = None
+    selected: set[str] = set()  # the selection's PyTorch index (maybe a mirror of it): +cuXYZ wheels name it
+    try:
+        made = prefix_records.read_meta(prefix, prefix_records.CREATE_FILE) if prefix_records.made_by_envkit(
+            prefix) else {}
+        made = made if isinstance(made, dict) else {}
+        chosen = made.get("selection")
+        selection: dict[str, Any] = chosen if isinstance(chosen, dict) else {}
+        if selection.get("pip_index_url"):
+            selected.add(_clean(str(selection["pip_index_url"])).rstrip("/"))
+        mirror = resolve(str(made["mirror"]), config) if made.get("mirror") else None
+        mirror_pypi = _clean(mirror.pypi) if mirror is not None and mirror.pypi else None
+    except (InputError, MirrorError):  # unreadable create.json, or a profile the config no longer has
+        mirror_pypi = None
+    lines: list[str] = []
+    try:
+        data = prefix_records.read_kept_env_file(prefix)
+        for dep in (data.get("dependencies") or []) if isinstance(data, dict) else []:
+            if isinstance(dep, dict) and isinstance(dep.get("pip"), list):
+                lines += [str(line) for line in dep["pip"]]
+    except InputError:
+        lines = []
+    index_url, extra = None, []
+    for option, raw in index_options(lines):
+        url = strip_credentials(raw)[0]  # the kept file has none; an older one might
+        if mirror_pypi and url.rstrip("/") == mirror_pypi.rstrip("/"):
+            continue  # the mirror's PyPI: PyPI in the export
+        if url.rstrip("/") == PYPI_SIMPLE or url.rstrip("/") in selected:
+            continue  # pip's default; the PyTorch index (written canonically for the +cuXYZ wheels)
+        if option == "--index-url":
+            index_url = url
+        elif url not in extra:
+            extra.append(url)
+    return PipIndexes(index_url, tuple(extra), mirror_pypi)
+
+
 def _channel_order(prefix: Path, records: list[CondaRecord], config: dict[str, Any] | None) -> list[str]:
     """The env file's channel order when envkit kept one; otherwise most-used first."""
     counts = Counter(r.channel for r in records if r.channel)
@@ -220,15 +291,27 @@ def _recreatable(pips: list[PipPackage], strict: bool, warnings: list[str]) -> l
     return kept
 
 
-def _pip_lines(pips: list[PipPackage], strict: bool) -> tuple[list[str], list[str]]:
+def _pip_lines(pips: list[PipPackage], strict: bool,
+               indexes: PipIndexes | None = None) -> tuple[list[str], list[str]]:
+    """The pip section: the env's own index lines first, each as the same kind of line it was (a private
+    --index-url stays --index-url: as an extra index, a public package of the same name could win, pip's
+    "Dependency Confusion" note under --extra-index-url), then the +cuXYZ wheels' PyTorch index, then
+    the packages."""
     warnings: list[str] = []
-    lines = [f"--extra-index-url {index}" for index in sorted({p.index for p in pips if p.index})]
+    indexes = indexes or PipIndexes()
+    lines = indexes.lines() if pips else []
+    lines += [f"--extra-index-url {index}" for index in sorted({p.index for p in pips if p.index})
+              if index not in indexes.extra]
     lines += [str(pkg.requirement) for pkg in _recreatable(pips, strict, warnings)]
+    if pips and (indexes.index_url or indexes.extra):
+        warnings.append(f"kept the env's pip index ({', '.join(indexes.lines())}), written without credentials "
+                        "(envkit never keeps them): where it needs them, give them to pip on the machine that "
+                        "installs (PIP_INDEX_URL / PIP_EXTRA_INDEX_URL, keyring or ~/.netrc)")
     return lines, warnings
 
 
 def export_yaml(prefix: Path, *, name: str | None = None, from_history: bool = False, no_pip: bool = False,
-                strict: bool = False, config: dict[str, Any] | None = None) -> Exported:
+                strict: bool = False, config: dict[str, Any] | None = None, conda_lock: bool = False) -> Exported:
     records = read_records(prefix, config)
     warnings: list[str] = []
     by_name = {r.name: r for r in records}
@@ -254,8 +337,9 @@ def export_yaml(prefix: Path, *, name: str | None = None, from_history: bool = F
         deps = sorted(pinned(r) for r in used)
     channels = [c for c in _channel_order(prefix, records, config) if any(r.channel == c for r in used)]
     pip: list[str] = []
+    indexes = env_pip_indexes(prefix, config)
     if not no_pip:
-        pip, pip_warnings = _pip_lines(read_pip(prefix, records), strict)
+        pip, pip_warnings = _pip_lines(read_pip(prefix, records), strict, indexes)
         warnings += pip_warnings
         if pip and "pip" not in {d.split("=")[0] for d in deps} and "pip" in by_name:
             deps.append(f"pip={by_name['pip'].version}")
@@ -264,10 +348,16 @@ def export_yaml(prefix: Path, *, name: str | None = None, from_history: bool = F
     env_name = name or prefix.name
     header = ["Exported by envkit: portable (no prefix, no build strings, canonical channels).",
               "Recreate with: envkit create NAME --file THIS_FILE --no-adapt (or conda env create -f THIS_FILE)"]
+    if indexes.index_url and any(line.startswith("--index-url ") for line in pip):
+        header.append(f"pip installs from the env's private index only (--index-url {indexes.index_url}, as it was "
+                      "made; not PyPI); no credentials are written here: give them to pip (PIP_INDEX_URL, keyring).")
     if any(d.endswith("=" + CUDA_SELECTOR) for d in deps):
         header.append("CUDA builds keep a *cuda* selector: a solver without __cuda (no GPU: CI, Docker, login node) "
                       "fails instead of installing CPU builds; there set CONDA_OVERRIDE_CUDA=X.Y for the target GPU.")
     envfile = EnvFile(env_name, tuple(channels), tuple(deps), tuple(pip), variables, tuple(header))
+    if conda_lock:
+        envfile, notes = for_conda_lock(envfile)
+        warnings += list(notes)
     return Exported(envfile.render(), tuple(warnings))
 
 
@@ -298,7 +388,7 @@ def explicit_line(record: CondaRecord, hash_kind: str = "sha256") -> str:
 
 def _extras(prefix: Path, records: list[CondaRecord], strict: bool) -> tuple[list[str], tuple[tuple[str, str], ...],
                                                                                list[str]]:
-    pip, warnings = _pip_lines(read_pip(prefix, records), strict)
+    pip, warnings = _pip_lines(read_pip(prefix, records), strict, env_pip_indexes(prefix, load_file_config().data))
     return pip, read_variables(prefix), warnings
 
 
@@ -397,22 +487,25 @@ def locked_pypi(prefix: Path, records: list[CondaRecord],
     else the direct/VCS URL, else the index's project page (installed as name==version from `indexes`)."""
     report = _pip_report(prefix)
     entries: list[LockedPypi] = []
-    indexes: list[str] = []
+    env_indexes = env_pip_indexes(prefix, load_file_config().data)
+    # rattler-lock `indexes`: the first is the index (pixi's index-url), the rest extra ones
+    indexes: list[str] = [env_indexes.index_url or PYPI_SIMPLE, *env_indexes.extra]
     warnings: list[str] = []
     for pkg in _recreatable(read_pip(prefix, records), strict, warnings):
         assert pkg.requirement is not None  # _recreatable kept only those
         if pkg.index and pkg.index not in indexes:
             indexes.append(pkg.index)
         url, digest = report.get(pkg.name.lower(), ("", None))
+        url = env_indexes.canonical(url, pkg.name)  # a wheel the create's mirror served: PyPI's page
         if not url:
             if pkg.requirement.startswith(f"{pkg.name} @ "):
                 url = pkg.requirement.split(" @ ", 1)[1]
             elif "+" in pkg.requirement.split(":", 1)[0]:
                 url = pkg.requirement
             else:
-                url = f"{(pkg.index or 'https://pypi.org/simple').rstrip('/')}/{pkg.name.lower()}/"
+                url = f"{(pkg.index or env_indexes.index_url or PYPI_SIMPLE).rstrip('/')}/{_normalize(pkg.name)}/"
         entries.append(LockedPypi(pkg.name, pkg.version, url, digest))
-    return entries, indexes, warnings
+    return entries, (indexes if entries else []), warnings
 
 
 def export_lock(prefix: Path, config: dict[str, Any] | None = None, *, version: int = 6, strict: bool = False,
@@ -439,11 +532,85 @@ def export_lock(prefix: Path, config: dict[str, Any] | None = None, *, version: 
     warnings: list[str] = []
     if not no_pip:
         pypi, indexes, warnings = locked_pypi(prefix, records, strict)
-        if pypi:
-            indexes.insert(0, PYPI_SIMPLE)
     lock = Lock(channels=channels, platforms=(LockedPlatform(subdir, tuple(conda), tuple(pypi)),),
                 indexes=tuple(dict.fromkeys(indexes)), variables=read_variables(prefix))
+    held = [f"{len(pypi)} PyPI entr{'y' if len(pypi) == 1 else 'ies'}"] if pypi else []
+    held += ["variables"] if lock.variables else []
+    if held:  # conda-lockfiles 0.2 installs the conda part and drops the rest with rc 0 (issue 22's audit)
+        warnings.append(f"the lock holds {' and '.join(held)}: envkit create --lock and pixi install them; "
+                        "conda + conda-lockfiles installs only the conda packages (README: who reads what)")
     return Exported(redact(render_lock(lock, version)), tuple(warnings))
+
+
+# PEP 751 (pylock.toml, packaging.python.org "pylock.toml specification"): `lock-version = "1.0"`,
+# `created-by`, one `[[packages]]` per distribution with `name`, `version`, `index` and exactly one source:
+# `[[packages.wheels]]` / `[packages.sdist]` (`url` + `hashes`, required) or `[packages.vcs]` (`type`, `url`,
+# `commit-id`); tools keep their own data under `[tool.<name>]`. The file is named pylock.toml or
+# pylock.<name>.toml (the spec's file-name rule; `uv pip install -r` recognises it by that name).
+PYLOCK_VERSION = "1.0"
+PYLOCK_NAME = re.compile(r"^pylock\.([^.]+\.)?toml$")
+_VCS_REQ = re.compile(r"^(?P<type>git|hg|svn|bzr)\+(?P<url>.+)@(?P<commit>[0-9A-Za-z._-]+)$")
+
+
+def _toml(value: str) -> str:
+    """A TOML basic string: JSON's string escapes (backslash, quote, newline, u-hex) are TOML's too."""
+    return json.dumps(value)
+
+
+def export_pylock(prefix: Path, config: dict[str, Any] | None = None, *, strict: bool = False,
+                  conda_lock: str = "envkit.lock", no_pip: bool = False) -> Exported:
+    """The env's pip packages as a PEP 751 pylock.toml: each with the file create installed (URL + sha256,
+    from pip's report) or its VCS commit, and the index; `[tool.envkit]` names the conda lock it belongs
+    with (conda packages and variables are not pip's: `envkit export NAME --format lock`). A wheel a
+    --mirror served is named at that mirror (PEP 751 needs a file URL; the lock names PyPI's page)."""
+    if no_pip:
+        raise ExportError("--no-pip leaves nothing for a pylock.toml (it holds the pip packages only)",
+                          "drop --no-pip, or use --format lock for the conda part")
+    records = read_records(prefix, config)
+    indexes = env_pip_indexes(prefix, config)
+    report = _pip_report(prefix)
+    warnings: list[str] = []
+    python = next((r.version for r in records if r.name == "python"), "")
+    lines = [f"lock-version = {_toml(PYLOCK_VERSION)}", f"created-by = {_toml('envkit')}"]
+    if python:
+        lines.append(f"requires-python = {_toml('==' + '.'.join(python.split('.')[:2]) + '.*')}")
+    count = 0
+    mirrored: list[str] = []
+    for pkg in _recreatable(read_pip(prefix, records), strict, warnings):
+        assert pkg.requirement is not None
+        url, sha = report.get(pkg.name.lower(), ("", None))
+        index = pkg.index or indexes.index_url or PYPI_SIMPLE
+        entry = ["", "[[packages]]", f"name = {_toml(_normalize(pkg.name))}", f"version = {_toml(pkg.version)}"]
+        vcs = _VCS_REQ.match(pkg.requirement)
+        if vcs:
+            entry += ["", "[packages.vcs]", f"type = {_toml(vcs.group('type'))}", f"url = {_toml(vcs.group('url'))}",
+                      f"commit-id = {_toml(vcs.group('commit'))}"]
+        elif url and sha and url.endswith(".whl"):
+            if indexes.canonical(url, pkg.name) != url:
+                mirrored.append(pkg.name)
+            entry.insert(4, f"index = {_toml(index)}")
+            entry += ["", "[[packages.wheels]]", f"url = {_toml(url)}", f"hashes = {{sha256 = {_toml(sha)}}}"]
+        elif url and sha and url.endswith((".tar.gz", ".zip")):
+            entry.insert(4, f"index = {_toml(index)}")
+            entry += ["", "[packages.sdist]", f"url = {_toml(url)}", f"hashes = {{sha256 = {_toml(sha)}}}"]
+        else:
+            why = f"{pkg.name} {pkg.version} has no recorded file and hash (pip installed it outside envkit)"
+            if strict:
+                raise ExportError(f"{why}: a pylock.toml needs both", "export --format lock (it pins name==version), "
+                                  "or recreate the env with envkit create so the files are recorded")
+            warnings.append(f"left out of pylock.toml: {why}; --format lock keeps it as name==version")
+            continue
+        lines += entry
+        count += 1
+    if not count:
+        warnings.append(f"{prefix.name} has no pip packages a pylock.toml can hold")
+    if mirrored:
+        warnings.append(f"pylock.toml names the wheels of {', '.join(mirrored)} at the mirror {prefix.name} was made "
+                        "through (PEP 751 needs a file URL); behind another mirror use --format lock, which names "
+                        "PyPI and takes --mirror at install")
+    lines += ["", "[tool.envkit]", f"conda-lock = {_toml(conda_lock)}", f"environment = {_toml(prefix.name)}",
+              f"note = {_toml(f'conda packages and variables: envkit export {prefix.name} --format lock -o {conda_lock}')}"]
+    return Exported("\n".join(lines) + "\n", tuple(warnings))
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -461,4 +628,6 @@ def export_env(prefix: Path, *, fmt: str = "yaml", **kwargs: Any) -> Exported:
         return export_explicit(prefix, config, **kwargs)
     if fmt == "lock":
         return export_lock(prefix, config, **kwargs)
+    if fmt == "pylock":
+        return export_pylock(prefix, config, **kwargs)
     raise ExportError(f"unknown format {fmt!r}", f"use one of {', '.join(FORMATS)}")

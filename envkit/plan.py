@@ -37,6 +37,32 @@ if TYPE_CHECKING:
 
 DEFAULT_REQUEST = Request()
 
+def differences(request: Request, selection: Selection | None) -> tuple[str, ...]:
+    """Every place where what will be installed differs from what was asked, in the user's words, with the
+    way to get the other thing: create says these before any download (issue: a CPU build or a CUDA 12.9
+    build for --cuda 12.4 was only visible after the install)."""
+    if selection is None:
+        return ()
+    found: list[str] = []
+    if request.cuda not in ("auto", "cpu") and selection.cuda != request.cuda:
+        if selection.cuda is None:
+            found.append(f"--cuda {request.cuda} was asked, but this is a CPU build")
+        else:
+            how = ("it runs on a CUDA " + request.cuda + " driver through NVIDIA minor version compatibility"
+                   if selection.minor_version_compat else "the newest build at or below " + request.cuda)
+            found.append(f"--cuda {request.cuda} is the driver's CUDA level, not a CUDA line: CUDA "
+                         f"{selection.cuda} builds ({selection.variant}) are installed ({how}); for an exact line "
+                         f"pick a torch that has one: envkit detect --catalogue --cuda {request.cuda}")
+    elif request.cuda == "auto" and selection.cuda is None:
+        why = next((r for r in selection.reasons if "CPU build" in r), "no usable NVIDIA GPU was found")
+        found.append(f"a CPU build is installed ({why.split(':')[0]}); to build for a GPU machine from here "
+                     "pass --cuda X.Y (its driver's CUDA level) or --driver-version VER")
+    if request.python and selection.python != request.python and not selection.python.startswith(
+            request.python + "."):
+        found.append(f"--python {request.python} was asked; python {selection.python} is installed")
+    return tuple(found)
+
+
 @dataclass(frozen=True)
 class Rendered:
     """`envkit render`: the file text plus what produced it."""
@@ -261,7 +287,7 @@ def render_env(*, spec: str | None = None, from_file: Path | None = None, name: 
                 check_torch_text(parsed)
                 if parsed.torch is None and parsed.coupled_torch:
                     notes.append(f"torch {parsed.coupled_torch}: the release the file's coupled pins (triton, "
-                                 "+ptXY wheels, a PyG page) were built for; the file's torch line has no pin")
+                                 "+ptXY wheels, a PyG page, flash-attn's +cuXYtorchA.B wheels) were built for; the file's torch line has no pin")
             flavors = (req.flavor,) if flavor_given else flavor_order(parsed, req.torch)
             first: SelectionError | None = None
             from_file_error: SelectionError | None = None

@@ -127,11 +127,20 @@ class Entry:
     pip: list[str] = field(default_factory=list)  # pip section lines plus the lines of every -r file it names
 
 
+def _text(p: Path) -> str:
+    """A corpus file as conda and pip read it: UTF-8 (a BOM allowed), or UTF-16 with its BOM (Windows PowerShell
+    5.1's `conda env export > environment.yml`; pip/_internal/utils/encoding.py auto_decode reads it the same way)."""
+    data = p.read_bytes()
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return data.decode("utf-16", errors="replace")
+    return data.decode("utf-8-sig", errors="replace")
+
+
 def env_file_of(folder: Path) -> Path | None:
     for p in sorted(folder.iterdir()):
         if p.suffix in (".yml", ".yaml") and p.is_file():
             try:
-                d = yaml.safe_load(p.read_text(encoding="utf-8"))
+                d = yaml.safe_load(_text(p))
             except Exception:
                 continue
             if isinstance(d, dict) and "dependencies" in d:
@@ -148,7 +157,7 @@ def read_requirements(path: Path, seen: set[Path]) -> list[str]:
         return []
     seen.add(path)
     out: list[str] = []
-    for raw in path.read_text(encoding="utf-8", errors="replace").splitlines():
+    for raw in _text(path).splitlines():
         line = raw.split(" #")[0].strip()
         if not line or line.startswith("#"):
             continue
@@ -170,7 +179,7 @@ def load_entry(folder: Path) -> Entry | None:
         e = Entry(folder.name, txts[0], {})
         lines = read_requirements(txts[0].resolve(), set())
         triple = re.compile(r"^[A-Za-z0-9_.\-]+=[^=\s]+=[^=\s]+$")
-        head = txts[0].read_text(encoding="utf-8", errors="replace")
+        head = _text(txts[0])
         if "conda create --name <env> --file" in head or (lines and sum(bool(triple.match(x)) for x in lines)
                                                            >= 0.8 * len(lines)):
             # `conda list --export` (what `conda create --file` reads): conda specs; pypi_0 builds were pip's
@@ -179,7 +188,7 @@ def load_entry(folder: Path) -> Entry | None:
         else:
             e.pip = lines
         return e
-    data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    data = yaml.safe_load(_text(p))
     e = Entry(folder.name, p, data)
     for dep in data.get("dependencies") or []:
         if isinstance(dep, dict) and isinstance(dep.get("pip"), list):
@@ -372,7 +381,7 @@ def judge(entry: Entry, machine: str, run: Run) -> list[str]:
                 else:
                     opip.append(text)
     changes = run.err
-    foreign = bool(re.search(r"^prefix:\s*([A-Za-z]:\\|/Users/)", entry.path.read_text(encoding="utf-8", errors="replace"),
+    foreign = bool(re.search(r"^prefix:\s*([A-Za-z]:\\|/Users/)", _text(entry.path),
                              re.M)) or any(PLATFORM_ONLY_RE.match(conda_name(s) or "") and (conda_name(s) or "") in
                                            {"vc", "vs2015_runtime", "ucrt", "libcxx", "appnope"} for s in entry.conda)
     in_py = next((conda_parts(s)[1] for s in entry.conda if conda_name(s) == "python"), "")
@@ -478,7 +487,11 @@ def judge(entry: Entry, machine: str, run: Run) -> list[str]:
         problems.append(f"R4 CUDA {out_cuda[0]}.{out_cuda[1]} needs a newer driver than {MACHINES[machine][0]} "
                         f"(CUDA {dmaj}.{dmin})")
     tmin = _minor(tout_x)
-    if tout_x and cc == "9.0" and tmin and tmin.startswith("1.") and out_cuda is not None:
+    # a CPU torch (the pytorch channel's cpuonly, conda-forge's pytorch-cpu, a +cpu wheel) has no sm_XX code to lack,
+    # even when the file keeps a CUDA runtime for jax or tensorflow beside it
+    torch_cpu = any(conda_parts(s)[0] in ("cpuonly", "pytorch-cpu") for s in oconda) or \
+        any(re.match(r"^torch\s*==\s*[\d.]+\+cpu\b", x) for x in opip)
+    if tout_x and cc == "9.0" and tmin and tmin.startswith("1.") and out_cuda is not None and not torch_cpu:
         problems.append(f"R4 torch {tout_x} has no sm_90 code (H200)")
     if cc == "6.1" and out_cuda and out_cuda[0] >= 13:
         problems.append("R4 CUDA 13 has no sm_61 code (GTX 1080 Ti)")
@@ -624,10 +637,20 @@ def self_test() -> int:
         "R4 cuda": (good.replace("cuda-version=12.0", "cuda-version=13.3"), ["R4 CUDA 13.3 needs"]),
         "R5 coupled": (good.replace("pytorch=2.2.1", "pytorch=2.8.0"), ["R5 torch moved", "R3 torch 2.8.0 breaks"]),
     }
+    old_torch = good.replace("pytorch=2.2.1", "pytorch=1.13.0").replace("cuda-version=12.0", "cudatoolkit=11.3")
+    h200_cases = {
+        "R4 sm_90": (old_torch, ["R4 torch 1.13.0 has no sm_90"]),
+        "R4 cpu torch": (old_torch.replace("  - cudatoolkit=11.3\n", "  - cudatoolkit=11.3\n  - cpuonly\n"), []),
+    }
     failed = 0
     for name, (text, want) in cases.items():
         machine = "a10"
         got = judge(e, machine, Run(0, text, "", False))
+        ok = (not want and not got) or (bool(want) and all(any(g.startswith(w) for g in got) for w in want))
+        print(("ok   " if ok else "FAIL ") + name + ("" if ok else f": {got}"))
+        failed += not ok
+    for name, (text, want) in h200_cases.items():
+        got = [g for g in judge(e, "h200", Run(0, text, "", False)) if g.startswith("R4")]
         ok = (not want and not got) or (bool(want) and all(any(g.startswith(w) for g in got) for w in want))
         print(("ok   " if ok else "FAIL ") + name + ("" if ok else f": {got}"))
         failed += not ok

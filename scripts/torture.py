@@ -219,7 +219,10 @@ def kills(bed: Bed, tally: Tally, rng: random.Random, per_signal: int, verbs: tu
                 if os.environ.get("ENVKIT_TORTURE_VERBOSE"):
                     print(f"{label}: rc {proc.returncode}: {err.strip()[-300:]}", file=sys.stderr)
                 if "Traceback" in err:
-                    if "in <module>" in err or "importlib._bootstrap" in err:
+                    # before envkit runs: an import, or runpy still finding `python -m envkit`'s package (seed 31,
+                    # create SIGINT #4: only <frozen runpy> frames, no envkit one)
+                    if "in <module>" in err or "importlib._bootstrap" in err or (
+                            "<frozen runpy>" in err and "/envkit/" not in err):
                         tally.fault(f"{sig.name} during interpreter start-up")  # before envkit runs: Python's own
                     else:
                         tally.flag("tracebacks", f"{label}: {err[-300:]}")

@@ -16,10 +16,16 @@ import sys
 import click
 
 from envkit import __version__
-from envkit.cli.options import EPILOG
+from envkit.cli.help import RootGroup, examples
 from envkit.errors import EnvkitError, ExitCode
 
-@click.group(epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.group(cls=RootGroup, epilog=examples(
+    ("a training environment for this machine's GPU, proved by an AMP smoke test",
+     "envkit create dl_train --cuda auto"),
+    ("what envkit would pick here, and why", "envkit detect"),
+    ("the environments envkit made, and the specs", "envkit list"),
+    ("help on one verb, or on the environment variables", "envkit help environment")),
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
 @click.version_option(__version__, prog_name="envkit")
 @click.option("-v", "--verbose", is_flag=True, help="Log every child process and decision.")
 def cli(verbose: bool) -> None:
@@ -35,11 +41,13 @@ def cli(verbose: bool) -> None:
 from envkit.cli import doctor as _doctor  # noqa: E402
 from envkit.cli import env as _env  # noqa: E402
 from envkit.cli import fleet as _fleet  # noqa: E402
+from envkit.cli import help as _help  # noqa: E402
 from envkit.cli import lock as _lock  # noqa: E402
 from envkit.cli import shell as _shell  # noqa: E402
 
 for _command in (*_env.COMMANDS, _lock.lock_cmd, _fleet.bundle, _fleet.fleet, _shell.shell_cmd,
-                 _shell.activate_cmd, _shell.deactivate_cmd, _shell.kernel_cmd, _doctor.doctor, _doctor.completion):
+                 _shell.activate_cmd, _shell.deactivate_cmd, _shell.kernel_cmd, _doctor.doctor, _doctor.completion,
+                 _help.help_cmd):
     cli.add_command(_command)
 
 
@@ -81,7 +89,7 @@ def _dispatch(argv: list[str] | None) -> int:
     except EnvkitError as exc:
         from envkit.cli import output
 
-        output.error(exc.message, exc.hint)
+        output.error(exc.message, exc.hint, details=getattr(exc, "details", None))
         return int(exc.exit_code)
     except click.exceptions.Abort:  # click turns KeyboardInterrupt into Abort
         return _interrupted()

@@ -6,26 +6,15 @@ envkit/doctor/__init__.py and never print.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
-from envkit.cli.options import cc_option, driver_option
-
-if TYPE_CHECKING:
-    from click.shell_completion import CompletionItem
+from envkit.cli.help import examples
+from envkit.cli.options import cc_option, complete_envs, driver_option
 
 SHELLS = ("bash", "zsh", "fish")
 COMPLETE_VAR = "_ENVKIT_COMPLETE"  # click's convention: _<PROG>_COMPLETE=<shell>_source
-
-
-def _env_names(_ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[CompletionItem]:
-    """Shell completion of NAME: the environments envkit and conda know about."""
-    from click.shell_completion import CompletionItem
-
-    from envkit.prefix.locations import list_envs
-
-    return [CompletionItem(p.name) for p in list_envs() if p.name.startswith(incomplete)]
 
 
 _MARK = {"ok": "[green]ok[/]", "warn": "[yellow]warn[/]", "problem": "[bold red]PROBLEM[/]", "skip": "[dim]skip[/]"}
@@ -50,8 +39,11 @@ def _print(reports: list[Any]) -> None:
                 con.print(f"          [bold]fix:[/] {shown(f.fix)}")
 
 
-@click.command()
-@click.argument("name", required=False, shell_complete=_env_names)
+@click.command(epilog=examples(
+    ("check dl_train: each problem with the command that fixes it", "envkit doctor dl_train"),
+    ("every environment envkit and conda know about", "envkit doctor --all"),
+    ("as if on the cluster's driver", "envkit doctor dl_train --driver-version 535.104.05")))
+@click.argument("name", required=False, shell_complete=complete_envs)
 @click.option("--prefix", default=None, help="Check the environment at this path.")
 @click.option("--all", "all_envs", is_flag=True, help="Check every environment envkit and conda know about.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (stable keys).")
@@ -75,7 +67,9 @@ def doctor(name: str | None, prefix: str | None, all_envs: bool, as_json: bool, 
         raise SystemExit(int(ExitCode.PROBLEMS_FOUND))
 
 
-@click.command()
+@click.command(epilog=examples(
+    ("in ~/.bashrc", 'eval "$(envkit completion bash)"'), ("in ~/.zshrc", 'eval "$(envkit completion zsh)"'),
+    ("fish", "envkit completion fish > ~/.config/fish/completions/envkit.fish")))
 @click.argument("shell", type=click.Choice(SHELLS))
 def completion(shell: str) -> None:
     """Print the shell completion script: eval "$(envkit completion bash)" (zsh, fish alike)."""

@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from envkit.cli.options import (Selectors, apply, cc_option, collect, collect_selectors, cuda_option, driver_option,
+from envkit.cli.help import Group, examples
+from envkit.cli.options import (Selectors, apply, cc_option, collect, collect_selectors, complete_envs,
+                                complete_envs_and_specs, complete_specs, cuda_option, driver_option, spec_of,
                                 flavor_option, python_option, torch_option, what_options)
 
 if TYPE_CHECKING:
@@ -28,10 +30,10 @@ if TYPE_CHECKING:
     from rich.live import Live
     from rich.table import Table
 
-FLEET_EPILOG = ("\b\nNodes run envkit as ENVKIT_FLEET_ENVKIT (a command line) or, by default, this very "
-                "interpreter\n(python -m envkit), which works where envkit sits on a filesystem the nodes share.\n"
-                "\b\nExit codes: 0 ok, 1 envkit error (or a node failed), 2 usage error, 3 verify FAILED on a "
-                "node,\n4 verify SKIPPED on every node")
+FLEET_NOTES = ("Nodes run envkit as ENVKIT_FLEET_ENVKIT (a command line) or, by default, this very interpreter "
+               "(python -m envkit), which works where envkit sits on a filesystem the nodes share.\n\n"
+               "Exit codes: 0 ok, 1 envkit error (or a node failed), 2 usage error, 3 verify FAILED on a node, "
+               "4 verify SKIPPED on every node.")
 
 
 @dataclass(frozen=True)
@@ -152,13 +154,13 @@ def build_options(func: Callable[..., Any]) -> Callable[..., Any]:
 def _create_options(name: str, spec: str | None, request: Request, flavor_given: bool, mirror: str | None,
                     channels: tuple[str, ...], driver_version: str | None = None,
                     compute_capabilities: tuple[str, ...] = (), env_file: str | None = None,
-                    no_adapt: bool = False) -> CreateOptions:
+                    no_adapt: bool = False, verb: str = "bundle") -> CreateOptions:
     from envkit.config import load_file_config
     from envkit.create import CreateOptions
-    from envkit.render.specs import available
+    from envkit.render.specs import spec_for_env
 
     if spec is None and env_file is None:
-        spec = name if name in available() else "dl_train"
+        spec = spec_for_env(name, verb).spec  # a typo of a spec's name stops here (exit 2)
     return CreateOptions(name=name, spec=spec, file=Path(env_file) if env_file else None, no_adapt=no_adapt,
                          request=request, flavor_given=flavor_given,
                          mirror=mirror or load_file_config().get("mirror"), channels=channels, no_verify=True,
@@ -166,8 +168,13 @@ def _create_options(name: str, spec: str | None, request: Request, flavor_given:
                          argv=("envkit", "bundle", name))
 
 
-@click.command(epilog=FLEET_EPILOG)
-@click.argument("name", required=False)
+@click.command(epilog=examples(
+    ("on a connected machine: spec dl_train solved for the cluster's oldest driver",
+     "envkit bundle dl_train -o dl_train.bundle --driver-version 535.104.05"),
+    ("the exact packages of an existing environment", "envkit bundle dl_train -o dl_train.bundle"),
+    ("then, on the machine without network", "envkit create dl_train --bundle dl_train.bundle"),
+    notes="Exit codes: 0 ok, 1 envkit error, 2 usage error."))
+@click.argument("name", required=False, shell_complete=complete_envs_and_specs)
 @click.option("--lock", "lock_file", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Bundle exactly this lock file (envkit lock / export --format lock / pixi.lock).")
 @click.option("-o", "--output", "out", type=click.Path(file_okay=False), required=True,
@@ -180,27 +187,33 @@ def bundle(name: str | None, lock_file: str | None, out: str, as_json: bool, spe
            no_adapt: bool, mirror: str | None, channels: tuple[str, ...], *, selectors: Selectors) -> None:
     """A self-contained folder (lock + every archive and wheel, with checksums) for machines without network.
 
-    NAME is an existing environment (its exact packages), or a spec to solve; --lock FILE bundles a lock.
+    NAME is an existing environment (its exact packages), or a spec to solve; --file ENV.yml solves that file
+    (NAME defaults to its name:); --lock FILE bundles a lock. --mirror serves the conda and pip parts.
     Install it anywhere with: envkit create NAME --bundle DIR
     """
     from envkit.cli import output
-    from envkit.lock.bundle import bundle_from_env, bundle_from_lock, bundle_from_spec
+    from envkit.lock.bundle import bundle_from_env, bundle_from_lock, bundle_from_spec, env_file_name
     from envkit.errors import UsageError
     from envkit.prefix.locations import default_prefix
     from envkit.prefix.records import has_conda_meta
 
     target = Path(out)
+    if not name and env_file and not lock_file:
+        name = env_file_name(Path(env_file))
     if lock_file:
         result = bundle_from_lock(Path(lock_file), target, name=name, mirror=mirror)
     elif name and spec is None and env_file is None and has_conda_meta(default_prefix(name)):
-        result = bundle_from_env(default_prefix(name), target)
+        result = bundle_from_env(default_prefix(name), target, mirror=mirror)
     elif name:
+        if spec is None and env_file is None:
+            spec = spec_of(name, "bundle", as_json)
         opts = _create_options(name, spec, selectors.request(no_driver_check=selectors.cuda_given),
                                selectors.flavor_given, mirror, channels, selectors.driver_version,
                                selectors.compute_capabilities, env_file, no_adapt)
         result = bundle_from_spec(opts, target, on_step=lambda t: output.plain(f"  {t}", err=True))
     else:
-        raise UsageError("give an environment NAME (or a spec name) or --lock FILE", "envkit bundle dl_train -o DIR")
+        raise UsageError("give an environment NAME (or a spec name), --file ENV.yml or --lock FILE",
+                         "envkit bundle dl_train -o DIR")
     data = result.to_json()
     if as_json:
         output.plain(output.dump_json({k: v for k, v in data.items() if k != "files"} | {"path": str(target)}))
@@ -210,12 +223,20 @@ def bundle(name: str | None, lock_file: str | None, out: str, as_json: bool, spe
         output.plain(f"install it without network: envkit create {result.name} --bundle {target}")
 
 
-@click.group(epilog=FLEET_EPILOG)
+@click.group(cls=Group, epilog=examples(
+    ("every node's driver and GPUs, and the one build they can all run", "envkit fleet detect --partition gpu"),
+    ("one verified environment on every node of the partition", "envkit fleet create dl_train --partition gpu"),
+    ("the AMP smoke test again, on every node", "envkit fleet verify dl_train --partition gpu"),
+    notes=FLEET_NOTES))
 def fleet() -> None:
     """One verified environment on every node of a cluster (Slurm, or --launcher local)."""
 
 
-@fleet.command("detect", epilog=FLEET_EPILOG)
+@fleet.command("detect", epilog=examples(
+    ("every node of partition gpu, and the one build they can all run", "envkit fleet detect --partition gpu"),
+    ("one build per partition, for clusters no single build fits", "envkit fleet detect --per-partition"),
+    ("try it on this machine, no Slurm: two pseudo nodes", "envkit fleet detect --launcher local --nodes 2"),
+    notes=FLEET_NOTES))
 @fleet_options
 @what_options
 @click.option("--per-partition", is_flag=True, help="One build per partition instead of one for all nodes.")
@@ -242,8 +263,11 @@ def detect_cmd(*, nodes: Nodes, selectors: Selectors, per_partition: bool, as_js
         raise SystemExit(int(ExitCode.ERROR))
 
 
-@fleet.command("verify", epilog=FLEET_EPILOG)
-@click.argument("name", required=False)
+@fleet.command("verify", epilog=examples(
+    ("the AMP smoke test on 4 nodes of partition gpu", "envkit fleet verify dl_train --partition gpu --nodes 4"),
+    ("every GPU of each node, then NCCL + DDP", "envkit fleet verify dl_train --partition gpu --all-gpus"),
+    notes=FLEET_NOTES))
+@click.argument("name", required=False, shell_complete=complete_envs)
 @click.option("--prefix", default=None, help="Verify the env at this path on each node ({node} = the node's name).")
 @click.option("--python", "python_exe", default=None, help="Verify this interpreter on each node (no env needed).")
 @click.option("--all-gpus", is_flag=True, help="Check every GPU of each node, then NCCL + DDP across them.")
@@ -255,9 +279,12 @@ def detect_cmd(*, nodes: Nodes, selectors: Selectors, per_partition: bool, as_js
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("--report", "report_file", type=click.Path(dir_okay=False), default=None,
               help="Also write the JSON report to this file.")
+@click.option("--html", "html_file", type=click.Path(dir_okay=False), default=None,
+              help="Also write a self-contained HTML report (node x check table, speed-up and TFLOP/s bars).")
 @fleet_options
 def verify_cmd(name: str | None, prefix: str | None, python_exe: str | None, all_gpus: bool, quick: bool,
-               nccl: bool, nproc_per_node: str, as_json: bool, report_file: str | None, *, nodes: Nodes) -> None:
+               nccl: bool, nproc_per_node: str, as_json: bool, report_file: str | None, html_file: str | None,
+               *, nodes: Nodes) -> None:
     """Verify an env on every node: one table node x check, slowest and failing nodes highlighted."""
     from envkit.cli import output
     from envkit.fleet.verify import VERIFY_TIMEOUT, Target, fleet_verify
@@ -268,6 +295,10 @@ def verify_cmd(name: str | None, prefix: str | None, python_exe: str | None, all
                           nproc=nproc_per_node, timeout=nodes.timeout or VERIFY_TIMEOUT)
     if report_file:
         atomic_write_text(Path(report_file), output.dump_json(result.to_json()) + "\n")
+    if html_file:
+        from envkit.verify.html import write_fleet_html
+
+        write_fleet_html(result.to_json(), Path(html_file))
     if as_json:
         output.plain(output.dump_json(result.to_json()))
     else:
@@ -275,8 +306,15 @@ def verify_cmd(name: str | None, prefix: str | None, python_exe: str | None, all
     raise SystemExit(int(result.exit_code))
 
 
-@fleet.command("create", epilog=FLEET_EPILOG)
-@click.argument("name")
+@fleet.command("create", epilog=examples(
+    ("one bundle, installed and verified on every node of partition gpu",
+     "envkit fleet create dl_train --partition gpu"),
+    ("node-local environments on scratch disks",
+     "envkit fleet create dl_train --prefix /scratch/{node}/envs/dl_train"),
+    ("from a bundle made earlier: the nodes need no network at all",
+     "envkit fleet create dl_train --partition gpu --bundle dl_train.bundle"),
+    notes=FLEET_NOTES))
+@click.argument("name", shell_complete=complete_specs)
 @click.option("--bundle", "bundle_dir", type=click.Path(exists=True, file_okay=False), default=None,
               help="Install this existing bundle (no detect, no solve): nodes need no network at all.")
 @click.option("--bundle-dir", "bundle_out", type=click.Path(file_okay=False), default=None,
@@ -312,6 +350,8 @@ def create_cmd(name: str, bundle_dir: str | None, bundle_out: str | None, prefix
     from envkit.prefix.locations import check_name, default_prefix
 
     check_name(name)
+    if spec is None and env_file is None and bundle_dir is None:
+        spec = spec_of(name, "fleet create", quiet or as_json)  # a typo stops before any node starts
     runner = nodes.runner()
     request = selectors.request(no_driver_check=selectors.cuda_given)
     out = Path(bundle_out) if bundle_out else (

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from envkit.cli.options import EPILOG, Selectors, from_config, selection_options
+from envkit.cli.help import examples
+from envkit.cli.options import Selectors, complete_specs, from_config, lock_version_option, selection_options
 
 if TYPE_CHECKING:
     from envkit.lock.solve import LockResult
@@ -44,8 +45,12 @@ def write_result(result: LockResult, output: str | None, version: int) -> None:
     print_lock(result, target, version)
 
 
-@click.command("lock", epilog=EPILOG)
-@click.argument("name", required=False)
+@click.command("lock", epilog=examples(
+    ("one lock file for Linux and Apple silicon", "envkit lock dl_train --platform linux-64 --platform osx-arm64"),
+    ("a colleague's environment.yml, for a CUDA 12.4 cluster",
+     "envkit lock --file environment.yml --cuda 12.4 --platform linux-64"),
+    ("install this machine's platform from it, no solve", "envkit create dl_train --lock envkit.lock")))
+@click.argument("name", required=False, shell_complete=complete_specs)
 @click.option("--spec", "spec", default=None, help="Named spec or spec file (default: NAME).")
 @click.option("--file", "env_file", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Lock this environment.yml (adapted to the selection unless --no-adapt).")
@@ -54,8 +59,7 @@ def write_result(result: LockResult, output: str | None, version: int) -> None:
               help="Solve for this conda platform (repeatable): linux-64, linux-aarch64, osx-arm64, osx-64, "
                    "win-64.")
 @click.option("-o", "--output", default=None, metavar="FILE", help="Where to write (default envkit.lock; - = stdout).")
-@click.option("--lock-version", type=click.Choice(["6", "7"]), default="6", show_default=True,
-              help="rattler-lock 6 (pixi, conda-lockfiles) or 7 (py-rattler 0.28).")
+@lock_version_option()
 @click.option("--mirror", default=None, envvar="ENVKIT_MIRROR", help="Mirror profile or URL for channels.")
 @click.option("--channel", "channels", multiple=True, metavar="URL", help="Use these channels instead.")
 @click.option("--strict", is_flag=True, help="Fail when a pip line cannot be locked for a platform (sdist only, "

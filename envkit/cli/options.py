@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from envkit.config import ENV_VARS
 
 if TYPE_CHECKING:
     from envkit.models import Request
@@ -65,10 +64,42 @@ def check_python(_ctx: click.Context, _param: click.Parameter, value: str | None
     raise click.BadParameter(f"{value!r}: use a Python version like 3.11 or 3.12")
 
 
-EPILOG = "\b\nEnvironment variables:\n" + "\n".join(f"  {k:<22} {v}" for k, v in ENV_VARS.items()) + (
-    "\n\n\b\nPrecedence: command-line flags > ENVKIT_* > CONDA_OVERRIDE_CUDA > detection"
-    "\n\n\b\nExit codes: 0 ok, 1 envkit error, 2 usage error, 3 verify FAILED, 4 verify SKIPPED (no usable GPU), "
-    "5 doctor found problems")
+def spec_of(name: str, verb: str, quiet: bool = False) -> str:
+    """The spec a NAME given without --spec/--file builds (render/specs.spec_for_env): an impossible name or
+    a typo of a spec's name stops here (exit 2), before any work; a new name says which spec it gets."""
+    from envkit.prefix.locations import check_name
+    from envkit.render.specs import spec_for_env
+
+    check_name(name)  # an impossible name is refused as such, before it is compared with the specs
+    choice = spec_for_env(name, verb)
+    if not choice.named and not quiet:
+        click.echo(f"spec: {choice.spec} (no spec is named {name}; --spec NAME picks another, envkit list "
+                   "shows them)", err=True)
+    return choice.spec
+
+
+def complete_envs(_ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[Any]:
+    """Shell completion of an environment NAME: the environments envkit and conda know about."""
+    from click.shell_completion import CompletionItem
+
+    from envkit.prefix.locations import list_envs
+
+    names = sorted({p.name for p in list_envs()})
+    return [CompletionItem(n, help="environment") for n in names if n.startswith(incomplete)]
+
+
+def complete_specs(_ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[Any]:
+    """Shell completion of a spec name (envs/, the user's spec folder, $ENVKIT_SPEC_PATH)."""
+    from click.shell_completion import CompletionItem
+
+    from envkit.render.specs import available
+
+    return [CompletionItem(n, help="spec") for n in sorted(available()) if n.startswith(incomplete)]
+
+
+def complete_envs_and_specs(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
+    """`envkit bundle NAME`: an existing environment, or a spec to solve."""
+    return [*complete_envs(ctx, param, incomplete), *complete_specs(ctx, param, incomplete)]
 
 
 def check_timeout(_ctx: click.Context, _param: click.Parameter, value: float) -> float:
@@ -79,7 +110,8 @@ def check_timeout(_ctx: click.Context, _param: click.Parameter, value: float) ->
     return value
 
 
-CUDA_HELP = "auto (detect), cpu, or X.Y: the CUDA level to plan for (default auto)."
+CUDA_HELP = ("auto (detect), cpu, or X.Y: the highest CUDA the target driver supports, not an exact CUDA "
+             "line (default auto).")
 FLAVORS = ("conda-forge", "pytorch", "pip")
 
 
@@ -100,6 +132,17 @@ def python_option() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
 def flavor_option() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     return click.option("--flavor", type=click.Choice(FLAVORS), default=None, envvar="ENVKIT_FLAVOR",
                         help="Where torch comes from (default conda-forge).")
+
+
+# Which reader wants which rattler-lock version (conda-lockfiles 0.2 conda_lockfiles/rattler_lock/v6.py
+# validates version == 6; pixi >= 0.68 (May 2026) writes and expects 7; py-rattler 0.28 reads both).
+LOCK_VERSION_HELP = ("rattler-lock version: 6 for conda + conda-lockfiles 0.2 (reads 6 only) and pixi < 0.68; "
+                     "7 for pixi >= 0.68 and py-rattler. envkit create --lock reads both.")
+
+
+def lock_version_option(prefix: str = "") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    return click.option("--lock-version", type=click.Choice(["6", "7"]), default="6", show_default=True,
+                        help=prefix + LOCK_VERSION_HELP)
 
 
 def driver_option(help: str = "Simulate a driver (replaces the hardware query).",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -19,7 +19,7 @@ from envkit.models import DetectResult, Machine, Selection
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from envkit.create import CreateResult
+    from envkit.create import CreateResult, Plan
     from envkit.engines.rattler_engine import Progress
     from envkit.verify.report import VerifyReport
 
@@ -54,62 +54,33 @@ def sanitize(text: str) -> str:
     return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
-# rich's markup grammar, as rich/markup.py (rich 15) writes it: RE_TAGS and escape(). Copied so that esc() and
-# the plain output of a non-terminal need no rich import: importing and setting up rich's Console costs ~50 ms of
-# CPU, an eighth of a warm create (scripts/bench_create.py, issue 26).
-_RICH_TAG = re.compile(r"((\\*)\[([a-z#/@][^[]*?)])")
-_RICH_ESCAPE = re.compile(r"(\\*)(\[[a-z#/@][^[]*?])")
-
-
 def esc(text: str) -> str:
-    """Escape user- and data-supplied text for rich markup (specs like pytorch[build=cuda*]); rich.markup.escape."""
-    def double(match: re.Match[str]) -> str:
-        backslashes, tag = match.groups()
-        return f"{backslashes}{backslashes}\\{tag}"
+    """Escape user- and data-supplied text for rich markup (specs like pytorch[build=cuda*])."""
+    from rich.markup import escape
 
-    text = _RICH_ESCAPE.sub(double, text)
-    if text.endswith("\\") and not text.endswith("\\\\"):
-        return text + "\\"
-    return text
+    return escape(text)
 
 
-def unmarkup(markup: str) -> str:
-    """The text rich prints for `markup`, without its styles (rich.markup._parse: tags dropped, escaped
-    brackets and backslashes kept literally)."""
-    out: list[str] = []
-    position = 0
-    for match in _RICH_TAG.finditer(markup):
-        full, escapes, _tag = match.groups()
-        start, end = match.span()
-        if start > position:
-            out.append(markup[position:start])
-        position = end
-        if escapes:
-            backslashes, escaped = divmod(len(escapes), 2)
-            out.append("\\" * backslashes)
-            if escaped:
-                out.append(full[len(escapes):])
-    out.append(markup[position:])
-    return "".join(out)
-
-
-class _PlainConsole:
-    """What console() gives when stdout is no terminal, for the verbs' result lines: the same text, no
-    styles, and no rich import (a script, a CI log, `> file`)."""
-
-    def print(self, markup: str = "") -> None:
-        plain(unmarkup(markup))
+_LIVE: list[Console] = []  # the stderr console of the live progress display, while one runs
+_ROWS: list[_RichProgress] = []  # that display, for the child lines that name its current step
 
 
 def console(stderr: bool = False) -> Console:
+    """A console for stdout or stderr; while a live progress display runs, stderr is its console, so a line
+    printed then lands above the bars instead of on the bar's own line."""
     from rich.console import Console
 
+    if stderr and _LIVE:
+        return _LIVE[-1]
     return Console(stderr=stderr, highlight=False, soft_wrap=True)
 
 
-def text_console() -> Console | _PlainConsole:
-    """rich on a terminal; plain lines otherwise (styles are dropped there anyway)."""
-    return console() if sys.stdout.isatty() else _PlainConsole()
+def line(text: str, err: bool = True) -> None:
+    """A line from a child process or a step (pip, the verify payload): wrapped at spaces to the terminal's
+    width, control characters made visible, no markup."""
+    console(stderr=err).print(esc(sanitize(text)), soft_wrap=False)
+    if _ROWS:
+        _ROWS[-1].step(text)
 
 
 def print_detect(result: DetectResult) -> None:
@@ -161,18 +132,20 @@ def print_catalogue(table: dict[str, Any]) -> None:
 def print_selection(sel: Selection, con: Console | None = None) -> None:
     con = con or console()
     build = f"CUDA {sel.cuda} ({sel.variant})" if sel.cuda else "[yellow]CPU only[/]"
-    con.print(f"[bold green]Selected:[/] torch {sel.torch} · {build} · python {sel.python} · flavor {sel.flavor}")
-    con.print(esc("  conda: " + " ".join(sel.specs) + f"   channels: {', '.join(sel.channels)}"))
+    con.print(f"[bold green]Selected:[/] torch {sel.torch} · {build} · python {sel.python} · flavor {sel.flavor}",
+              soft_wrap=False)
+    hanging(con, "  conda: ", esc(" ".join(sel.specs) + f"   channels: {', '.join(sel.channels)}"))
     if sel.pip_specs:
-        con.print(esc("  pip:   " + " ".join(sel.pip_specs) + f"   index: {sel.pip_index_url}"))
+        hanging(con, "  pip:   ", esc(" ".join(sel.pip_specs) + f"   index: {sel.pip_index_url}"))
     con.print("[bold]Why:[/]")
     for reason in sel.reasons:
-        con.print(f"  - {esc(reason)}")
+        hanging(con, "  - ", esc(reason))
     if not sel.is_gpu:
         con.print("[bold yellow]Notice:[/] this is a CPU build; no GPU will be used.")
 
 
-def error(message: str, hint: str | None) -> None:
+def error(message: str, hint: str | None, details: str | None = None) -> None:
+    """One `error:` line, then `details` as they are (a user's own traceback), then one `fix:` line."""
     from envkit.secrets import redact
 
     message, hint = sanitize(redact(message)), sanitize(redact(hint)) if hint else hint
@@ -185,6 +158,8 @@ def error(message: str, hint: str | None) -> None:
         hint = " ".join(hint.split()) if hint else hint
     con = console(stderr=True)
     con.print(f"[bold red]error:[/] {esc(message)}")
+    if details:
+        con.print(esc(sanitize(redact(details))), highlight=False, soft_wrap=True)
     if hint:
         con.print(f"[bold]fix:[/] {esc(hint)}")
 
@@ -212,10 +187,84 @@ def print_verify(report: VerifyReport) -> None:
                       f"[{style}]{c['status'].upper()}[/]", f"{c.get('duration_s', 0):.2f}s", esc(c["explanation"]))
     con.print(table)
     style = _OUTCOME_STYLE[report.outcome]
-    con.print(f"[{style}]{report.outcome}[/]: {esc(report.summary)}")
+    con.print(f"[{style}]{report.outcome}[/]: {esc(report.summary)}", soft_wrap=False)
+
+
+SKIPPED_TAIL = ". SKIPPED is not a PASS"  # where verify.report's SKIPPED summary turns from why to what it means
+
+
+def verify_why(report: VerifyReport) -> str:
+    """The outcome's reason alone (a SKIPPED summary without its explanation of SKIPPED)."""
+    return report.summary.split(SKIPPED_TAIL, 1)[0]
+
+
+def verify_line(report: VerifyReport) -> str:
+    """The outcome in one line (verify -q): `SKIPPED: why (not a PASS)`."""
+    return sanitize(f"{report.outcome}: {verify_why(report)}" + (" (not a PASS)" if report.outcome == "SKIPPED" else ""))
+
+
+def print_model_verify(report: VerifyReport) -> None:
+    """verify --model: the precisions side by side, the module that overflows, the code to paste."""
+    from rich.table import Table
+
+    con = console()
+    analysis = report.data.get("analysis") or {}
+    precisions = report.data.get("precisions") or {}
+    judged = analysis.get("precisions") or {}
+    if precisions:
+        table = Table(show_edge=False, expand=False, title=f"{_safe(str(report.data.get('model')))} "
+                      f"({_safe(str(report.data.get('model_class')))}, {report.data.get('steps')} steps, "
+                      f"{'CPU mode' if analysis.get('cpu_mode') else _safe(_gpu_names(report))})")
+        for col in ("", "verdict", "loss", "gap", "inf/nan", "skips", "scale", "ms/step", "speed", "MiB"):
+            table.add_column(col, overflow="fold")
+        for mode, rec in precisions.items():
+            j = judged.get(mode, {})
+            if "skipped" in rec:
+                table.add_row(mode, "[dim]not run[/]", _safe(rec["skipped"]), *[""] * 7)
+                continue
+            losses = [v for v in rec.get("losses") or [] if v is not None]
+            first_last = f"{losses[0]:.3g}→{losses[-1]:.3g}" if losses else "none finite"
+            gap = (j.get("agreement") or {}).get("final_gap")
+            verdict = {"safe": "[green]safe[/]", "unsafe": "[bold red]unsafe[/]"}.get(j.get("status", ""),
+                                                                                        "[green]base[/]")
+            scale = j.get("scale") or {}
+            table.add_row(mode, verdict, first_last, "" if gap is None else f"{gap:.1%}",
+                          str(len(rec.get("nonfinite_steps") or [])),
+                          "" if "skipped_steps" not in rec else str(len(rec["skipped_steps"])),
+                          "" if not scale else f"{scale.get('initial', 0):.3g}→{scale.get('final', 0):.3g} "
+                          f"{scale.get('trend')}",
+                          "" if rec.get("step_ms") is None else f"{rec['step_ms']:.2f}",
+                          "" if j.get("speedup") is None else f"{j['speedup']:.2f}x",
+                          "n/a" if rec.get("peak_mem_mib") is None else f"{rec['peak_mem_mib']:.0f}")
+        con.print(table)
+    for c in report.checks:
+        if c.get("status") in ("fail", "warn") and c["name"] not in judged:
+            con.print(f"[{_STATUS_STYLE[c['status']]}]{c['name']}[/]: {_safe(c['explanation'])}")
+    for mode, j in judged.items():
+        for reason in j.get("reasons", []) if j.get("status") == "unsafe" else []:
+            con.print(f"[bold red]{mode}[/]: {_safe(reason)}")
+    rec = analysis.get("recommendation") or {}
+    if rec:
+        con.print(f"[bold]recommended: {_safe(str(rec.get('choice')))}[/] - {_safe(str(rec.get('reason')))}")
+        if rec.get("code"):
+            con.print(_safe(rec["code"]), highlight=False)
+        if rec.get("also"):
+            con.print(_safe(rec["also"]))
+            con.print(_safe(rec.get("also_code", "")), highlight=False)
+    style = _OUTCOME_STYLE[report.outcome]
+    con.print(f"[{style}]{report.outcome}[/]: {_safe(report.summary)}")
     if report.outcome == "SKIPPED":
-        con.print("[bold yellow]!!! SKIPPED is not PASS: no check ran on a GPU. "
-                  "Run on a machine with a visible NVIDIA GPU to prove this environment. !!![/]")
+        con.print("[bold yellow]!!! SKIPPED is not PASS: this ran on the CPU (CPU autocast). "
+                  "Run it on the GPU you train on for the GPU verdict. !!![/]")
+
+
+def _safe(text: str) -> str:
+    """A value from the user's model or the payload (module names, messages): no markup, no control characters."""
+    return esc(sanitize(str(text)))
+
+
+def _gpu_names(report: VerifyReport) -> str:
+    return ", ".join(g.get("name", "?") for g in report.data.get("gpus") or []) or "GPU"
 
 
 def human_size(n: int | None) -> str:
@@ -234,44 +283,126 @@ def print_changes(result: CreateResult) -> None:
         plain(f"changed: {change}", err=True)
 
 
+def channel_names(urls: Iterable[str]) -> dict[str, str]:
+    """A short name per channel URL for a narrow table (its last path part; #2, #3... when two share one)."""
+    names: dict[str, str] = {}
+    for url in dict.fromkeys(urls):
+        base = url.rstrip("/").rsplit("/", 1)[-1] or url
+        name, n = base, 1
+        while name in names.values():
+            n += 1
+            name = f"{base}#{n}"
+        names[url] = name
+    return names
+
+
+def hanging(con: Console, head: str, text: str) -> None:
+    """`head` then `text` (markup-escaped by the caller), later lines indented under the text, not at column 0."""
+    from rich.table import Table
+
+    grid = Table.grid()
+    grid.add_column(no_wrap=True)
+    grid.add_column()
+    grid.add_row(head, text)
+    con.print(grid)
+
+
+def print_plan_header(plan: Plan) -> None:
+    """create, after the solve and before any download (stderr, beside the progress): the build and why,
+    the package count and download size, and where it differs from what was asked."""
+    con = console(stderr=True)
+    sel = plan.selection
+    if sel is not None:
+        build = f"CUDA {sel.cuda} ({sel.variant})" if sel.cuda else "CPU only"
+        con.print(f"[bold]plan:[/] torch {esc(sel.torch)} · {esc(build)} · python {esc(sel.python)} · "
+                  f"{esc(sel.flavor)}", soft_wrap=False)
+        for reason in sel.reasons:
+            hanging(con, "  - ", esc(reason))
+    else:
+        con.print("[bold]plan:[/] the file's packages as they are (no selection)", soft_wrap=False)
+    if plan.packages:
+        cached = f", {plan.cached} already cached" if plan.cached else ""
+        pip = f"; then {len(plan.pip_lines)} pip line(s)" if plan.pip_lines else ""
+        con.print(f"  {len(plan.packages)} conda packages, {human_size(plan.download_bytes)} to download"
+                  f"{cached}{pip}", soft_wrap=False)
+    else:
+        con.print("  packages: solved by the engine during the install", soft_wrap=False)
+    for difference in plan.differences:
+        hanging(con, "  ! ", f"[bold yellow]differs from what was asked:[/] {esc(difference)}")
+
+
+def plan_line(result: CreateResult) -> str:
+    """create --dry-run -q: the plan in one line."""
+    return sanitize(f"plan for {result.prefix}: {len(result.packages)} packages"
+                    + (f", {len(result.pip_lines)} pip" if result.pip_lines else "")
+                    + f", {human_size(result.download_bytes)} to download (dry run: nothing was installed)")
+
+
+def created_line(result: CreateResult) -> str:
+    """create -q: the result in one line (what was built, and what verify proved)."""
+    sel = result.selection
+    build = "" if sel is None else (f"torch {sel.torch} " + (f"CUDA {sel.cuda} ({sel.variant})" if sel.cuda else "CPU")
+                                    + f", python {sel.python}: ")
+    proof = "verify skipped (--no-verify)" if result.verify is None else f"verify {verify_line(result.verify)}"
+    return sanitize(f"created {result.prefix}: {build}") + proof
+
+
 def print_plan(result: CreateResult) -> None:
     from rich.table import Table
 
     print_changes(result)
     con = console()
-    table = Table(show_edge=False, title=f"plan for {result.prefix}")
-    for col in ("package", "version", "build", "channel", "size", ""):
-        table.add_column(col)
+    con.print(f"plan for {esc(str(result.prefix))}", soft_wrap=False)  # a table title would not wrap
+    table = Table(show_edge=False)
+    for col in ("package", "version", "build", "channel", "size", ""):  # fold, never cut with an ellipsis
+        table.add_column(col, overflow="fold", no_wrap=col in ("size", ""))
+    short = channel_names(p.channel for p in result.packages)
     for p in sorted(result.packages, key=lambda p: p.name):
-        table.add_row(p.name, p.version, p.build, esc(p.channel), human_size(p.size), "cached" if p.cached else "")
+        table.add_row(p.name, p.version, p.build, esc(short[p.channel]), human_size(p.size),
+                      "cached" if p.cached else "")
     con.print(table)
+    for url, name in short.items():  # the whole URL once, below the table, wrapped rather than cut
+        con.print(f"  channel {esc(name)}: {esc(url)}", soft_wrap=False)
     for line in result.pip_lines:
-        con.print(f"  pip: {esc(line)}")
+        con.print(f"  pip: {esc(line)}", soft_wrap=False)
     if result.virtual_packages:
-        con.print("  solved for: " + esc(" ".join(result.virtual_packages)))
+        con.print("  solved for: " + esc(" ".join(result.virtual_packages)), soft_wrap=False)
     con.print(f"{len(result.packages)} packages, {human_size(result.download_bytes)} to download. "
-              "Dry run: nothing was installed.")
+              "Dry run: nothing was installed.", soft_wrap=False)
 
 
 def print_created(result: CreateResult) -> None:
+    from rich.table import Table
+
     from envkit.shell.activate import next_steps
 
     print_changes(result)
-    con = text_console()
+    con = console()
     for note in result.notes:
-        con.print(f"[yellow]note:[/] {esc(note)}")
+        con.print(f"[yellow]note:[/] {esc(note)}", soft_wrap=False)
     phases = ", ".join(f"{k} {v:.2f}s" for k, v in result.phases.items())
     con.print(f"[bold green]created[/] {esc(str(result.prefix))}: {len(result.packages)} conda packages"
-              + (f", {len(result.pip_lines)} pip" if result.pip_lines else "") + f" ({phases})")
+              + (f", {len(result.pip_lines)} pip" if result.pip_lines else "") + f" ({phases})", soft_wrap=False)
     if result.selection is not None:
         sel = result.selection
         con.print(f"  torch {sel.torch} · " + (f"CUDA {sel.cuda} ({sel.variant})" if sel.cuda else "CPU build")
-                  + f" · python {sel.python} · {sel.flavor}")
-    steps = next_steps(result.prefix)
-    width = max(len(command) for command, _ in steps)
+                  + f" · python {sel.python} · {sel.flavor}", soft_wrap=False)
     con.print("  use it:")
-    for command, what in steps:
-        con.print(f"    {esc(command.ljust(width))}   [dim]# {esc(what)}[/]")
+    # the command is never wrapped (it is copied as printed); its comment wraps beside it, or goes above it
+    # when the command leaves it no room at this width
+    steps = next_steps(result.prefix)
+    width = max(len(command) for command, _ in steps) + 4
+    if width + 24 <= con.width:
+        grid = Table.grid(padding=(0, 3))
+        grid.add_column(no_wrap=True)
+        grid.add_column(style="dim")
+        for command, what in steps:
+            grid.add_row("    " + esc(command), f"# {esc(what)}")
+        con.print(grid)
+    else:
+        for command, what in steps:
+            con.print(f"    [dim]# {esc(what)}[/]", soft_wrap=False)
+            con.print(f"    {esc(command)}")
     if result.verify is not None:
         print_verify(result.verify)
     else:
@@ -279,7 +410,8 @@ def print_created(result: CreateResult) -> None:
 
 
 class _PlainProgress:
-    """Phase lines, and a download line (bytes, rate, ETA) at most every PLAIN_EVERY_S seconds: a log or CI
+    """Not a terminal: one plain line as each phase starts (solve..., download..., install..., pip...,
+    verify...), and a download line (bytes, rate, time left) at most every PLAIN_EVERY_S seconds: a log or CI
     job sees a slow mirror without a line per chunk."""
 
     PLAIN_EVERY_S = 10.0
@@ -317,42 +449,75 @@ class _PlainProgress:
         return None
 
 
+# what a pip output line says it is doing, for the live row: "Collecting transformers", "Installing ..."
+_PIP_STEP = re.compile(r"^\s*(Collecting|Downloading|Processing|Building wheel for|Installing collected packages:|"
+                       r"Successfully installed)\s*(\S*)")
+
+
 class _RichProgress:
+    """One live row per phase on a terminal: solve, download (bytes, rate, time left), link (packages), pip
+    (the current package), verify (the smoke test); rows of phases that did not happen stay hidden."""
+
     def __init__(self) -> None:
-        from rich.progress import BarColumn, Progress as Bar, SpinnerColumn, TextColumn
+        from rich.progress import BarColumn, Progress as Bar, SpinnerColumn, TextColumn, TimeElapsedColumn
 
         from envkit.engines.rattler_engine import Progress
 
-        self.bar = Bar(SpinnerColumn(), TextColumn("{task.description:<9}"), BarColumn(),
-                       TextColumn("{task.fields[detail]}"), console=console(stderr=True), transient=True)
+        self.bar = Bar(SpinnerColumn(), TextColumn("{task.description:<9}"), BarColumn(bar_width=24),
+                       TimeElapsedColumn(), TextColumn("{task.fields[detail]}"), console=console(stderr=True),
+                       transient=True)
         self.solve = self.bar.add_task("solve", total=None, detail="")
-        self.download = self.bar.add_task("download", total=None, visible=False, detail="")
-        self.link = self.bar.add_task("link", total=None, visible=False, detail="")
+        # a row's clock starts when its phase does (start_task), not when the display does
+        self.download = self.bar.add_task("download", total=None, visible=False, detail="", start=False)
+        self.link = self.bar.add_task("link", total=None, visible=False, detail="", start=False)
+        self.pip = self.bar.add_task("pip", total=None, visible=False, detail="", start=False)
+        self.verify = self.bar.add_task("verify", total=None, visible=False, detail="", start=False)
+        self.current: int | None = None
         from envkit.engines.fetch import Meter, describe
 
-        self.meter = Meter()
+        self.meter = Meter()  # bytes, rate over the last seconds, time left (engines/fetch.py)
         self.links = [0, 0]
 
+        def done(task: Any, detail: str = "done") -> None:
+            self.bar.update(task, total=1, completed=1, detail=detail)
+
+        def downloaded() -> str:
+            return describe(self.meter) if self.meter.total or self.meter.done else "nothing to download"
+
         def phase(name: str) -> None:
-            if name in ("download", "install"):
-                self.bar.update(self.solve, total=1, completed=1, detail="done")
-                self.bar.update(self.download, visible=True)
-            if name == "install":
+            if name == "download":  # envkit fetches what the cache lacks (engines/fetch.py), then rattler links
+                done(self.solve)
+                self.bar.update(self.download, visible=True, detail=downloaded())
+                self.bar.start_task(self.download)
+            elif name == "install":
+                if not self.bar.tasks[self.solve].finished:
+                    done(self.solve)
+                self.bar.update(self.download, visible=True, detail=downloaded())
                 self.bar.update(self.link, visible=True)
+                self.bar.start_task(self.download)
+                self.bar.start_task(self.link)
+            elif name in ("pip", "verify"):
+                for task in (self.solve, self.download, self.link, self.pip):
+                    if self.bar.tasks[task].visible and not self.bar.tasks[task].finished:
+                        done(task, self.bar.tasks[task].fields.get("detail") or "done")
+                self.current = self.pip if name == "pip" else self.verify
+                self.bar.start_task(self.current)
+                self.bar.update(self.current, visible=True, detail=(
+                    "resolving the pip section" if name == "pip" else "the AMP smoke test, by the env's own python"))
 
         def download_total(n: int) -> None:
-            done = self.meter.done
+            before = self.meter.done
             self.meter = Meter(n)
-            self.meter.skip(done)  # a second total (rattler's own fetches after envkit's) keeps the count
-            self.bar.update(self.download, total=n or None, completed=done, detail=describe(self.meter))
+            self.meter.skip(before)  # a second total (rattler's own fetches after envkit's) keeps the count
+            self.bar.update(self.download, total=n or None, completed=before, detail=downloaded())
 
-        def download_bytes(n: int) -> None:  # bytes, rate over the last seconds, ETA (engines/fetch.Meter)
+        def download_bytes(n: int) -> None:  # from envkit's download workers or rattler's reporter
             self.meter.add(n)
-            self.bar.update(self.download, completed=self.meter.done, detail=describe(self.meter))
+            self.bar.update(self.download, completed=self.meter.done, detail=downloaded())
 
         def download_kept(n: int) -> None:  # resumed from an earlier attempt or run: done, but no speed
             self.meter.skip(n)
-            self.bar.update(self.download, completed=self.meter.done, detail=describe(self.meter))
+            self.bar.update(self.download, completed=self.meter.done, detail=downloaded())
 
         def link_total(n: int) -> None:
             self.links[1] = n
@@ -365,11 +530,21 @@ class _RichProgress:
         self.progress = Progress(phase=phase, download_total=download_total, download_bytes=download_bytes,
                                  download_kept=download_kept, link_total=link_total, linked=linked)
 
+    def step(self, text: str) -> None:
+        """A child's line (pip's): the current package on the phase's row."""
+        match = _PIP_STEP.match(text)
+        if self.current == self.pip and match:
+            self.bar.update(self.pip, detail=sanitize(f"{match.group(1)} {match.group(2)}".strip())[:40])
+
     def __enter__(self) -> Progress:
         self.bar.start()
+        _LIVE.append(self.bar.console)
+        _ROWS.append(self)
         return self.progress
 
     def __exit__(self, *exc: Any) -> None:
+        _ROWS.remove(self)
+        _LIVE.remove(self.bar.console)
         self.bar.stop()
 
 
@@ -398,8 +573,8 @@ def print_list(data: dict[str, Any]) -> None:
     con = console()
     if data["environments"]:
         table = Table(show_edge=False, title="environments")
-        for col in ("name", "torch", "build", "last verify", "prefix"):
-            table.add_column(col)
+        for col in ("name", "torch", "build", "last verify", "prefix"):  # a long prefix folds, whole
+            table.add_column(col, overflow="fold")
         for env in data["environments"]:
             build = (f"CUDA {env['cuda']}" if env["cuda"] else ("CPU" if env["torch"] else "")) + (
                 f" ({env['flavor']})" if env["flavor"] else "")
@@ -419,8 +594,8 @@ def print_list(data: dict[str, Any]) -> None:
     else:
         con.print("no environments yet: envkit create dl_train")
     table = Table(show_edge=False, title="specs")
-    table.add_column("spec")
-    table.add_column("description")
+    table.add_column("spec", overflow="fold")
+    table.add_column("description", overflow="fold")
     for spec in data["specs"]:
         table.add_row(spec["name"], esc(spec["description"]))
     con.print(table)

@@ -12,6 +12,9 @@ from typing import TYPE_CHECKING
 
 import click
 
+from envkit.cli.help import examples
+from envkit.cli.options import complete_envs
+
 if TYPE_CHECKING:
     from envkit.create import CreateResult
 
@@ -52,8 +55,11 @@ def forget_kernels(prefix: Path) -> None:
         output.plain(f"removed its Jupyter kernel {folder.name} ({folder})")
 
 
-@click.command("activate")
-@click.argument("name", required=False)
+@click.command("activate", epilog=examples(
+    ("activate dl_train in this bash or zsh", 'eval "$(envkit activate dl_train)"'),
+    ("the same in fish", "envkit activate dl_train | source"),
+    ("keep the active environment's tools on PATH too", 'eval "$(envkit activate dl_train --stack)"')))
+@click.argument("name", required=False, shell_complete=complete_envs)
 @click.option("--prefix", default=None, help="Activate the environment at this path.")
 @click.option("--shell", "shell", type=SHELL_CHOICE, default=None,
               help="Syntax of the code printed (default: from $SHELL, else bash).")
@@ -70,7 +76,9 @@ def activate_cmd(name: str | None, prefix: str | None, shell: str | None, stack:
     sys.stdout.write(code)
 
 
-@click.command("deactivate")
+@click.command("deactivate", epilog=examples(
+    ("undo the last envkit activate in this bash or zsh", 'eval "$(envkit deactivate)"'),
+    ("the same in fish", "envkit deactivate | source")))
 @click.option("--shell", "shell", type=SHELL_CHOICE, default=None,
               help="Syntax of the code printed (default: from $SHELL, else bash).")
 def deactivate_cmd(shell: str | None) -> None:
@@ -82,8 +90,10 @@ def deactivate_cmd(shell: str | None) -> None:
     sys.stdout.write(code)
 
 
-@click.command("shell")
-@click.argument("name", required=False)
+@click.command("shell", epilog=examples(
+    ("a subshell with dl_train active; exit returns here", "envkit shell dl_train"),
+    ("an environment at a path, in zsh", "envkit shell --prefix /opt/envs/train --shell zsh")))
+@click.argument("name", required=False, shell_complete=complete_envs)
 @click.option("--prefix", default=None, help="The environment at this path.")
 @click.option("--shell", "shell", type=SHELL_CHOICE, default=None, help="Start this shell instead of $SHELL.")
 def shell_cmd(name: str | None, prefix: str | None, shell: str | None) -> None:
@@ -97,8 +107,10 @@ def shell_cmd(name: str | None, prefix: str | None, shell: str | None) -> None:
     raise SystemExit(open_shell(path, shell=shell, notes_to=lambda n: _notes((n,))))
 
 
-@click.command("kernel")
-@click.argument("name", required=False)
+@click.command("kernel", epilog=examples(
+    ("make dl_train a Jupyter kernel (it needs ipykernel)", "envkit kernel dl_train"),
+    ("take the kernel away again", "envkit kernel dl_train --remove")))
+@click.argument("name", required=False, shell_complete=complete_envs)
 @click.option("--prefix", default=None, help="The environment at this path.")
 @click.option("--remove", is_flag=True, help="Unregister the env's kernel instead.")
 def kernel_cmd(name: str | None, prefix: str | None, remove: bool) -> None:

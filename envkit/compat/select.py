@@ -444,6 +444,16 @@ def _flavor_reason(flavor: str, build: Build | None) -> str:
     return f"pip wheels from {PYTORCH_INDEX}/{build.label if build else 'cpu'} inside the conda env"
 
 
+def _not_picked(build: Build, best: Build, minor: str, ceiling: str, mvc: bool) -> str:
+    """Why a usable variant of a release is not the one envkit takes (`detect --catalogue`): it is not "the
+    highest variant <= the driver's CUDA" when a higher one fits (cuda129 beside cuda130 on a 13.0 driver)."""
+    if mvc:
+        return (f"CUDA {build.cuda}: runs on this driver through NVIDIA minor version compatibility; envkit "
+                f"picks {best.label} for torch {minor}")
+    return (f"CUDA {build.cuda} <= CUDA {ceiling}: runs on this driver, but envkit picks {best.label}, the highest "
+            f"variant of torch {minor} that fits (--cuda {build.cuda} takes this one)")
+
+
 def offers(machine: Machine, request: Request, catalogue: Catalogue | None, data: CompatData | None = None
            ) -> list[dict[str, object]]:
     """Every (torch, CUDA variant) of a flavor with `usable` and why not: `envkit detect --catalogue`."""
@@ -467,6 +477,8 @@ def offers(machine: Machine, request: Request, catalogue: Catalogue | None, data
                 rows.append({"torch": release.version, "variant": None, "cuda": None, "python": [],
                              "usable": False, "why": cands.missing[release.minor]})
             continue
+        # the build select() would take from the whole release: only its row may say "the highest"
+        best = _pick_build(release, flavor, machine, ceiling, data)[0] if mode == "gpu" and ceiling else None
         for build in release.builds.get(flavor, ()):
             python = list(build.python or release.python)
             if mode != "gpu" or ceiling is None:
@@ -476,6 +488,8 @@ def offers(machine: Machine, request: Request, catalogue: Catalogue | None, data
                 usable = pick is not None
                 if pick is not None:
                     why = pick.reasons[0] if pick.reasons else ""
+                    if best is not None and best.build is not None and best.build != build:
+                        why = _not_picked(build, best.build, release.minor, ceiling, pick.mvc)
             rows.append({"torch": release.version, "variant": build.label, "cuda": build.cuda, "python": python,
                          "usable": usable, "why": why})
         if release.cpu:

@@ -209,16 +209,39 @@ def engine_error(engine: str, rc: int, output: str, shown: bool) -> EngineError:
                            "relax pins; for CUDA builds on a machine without a GPU pass --cuda X.Y")
     if re.search(r"CondaHTTPError|HTTP 000|ConnectionError|Could not resolve host|Download error", text):
         return EngineError(f"{engine}: the channel could not be reached{' at ' + url if url else ''}{seen}{tail}",
-                           "check the network or use --mirror")
+                           mirrors.unreachable_hint())
     if re.search(r"Pip failed|Pip subprocess error", text):
         return EngineError(f"{engine}: the pip section failed{seen}{tail}", "check the pip packages and index URLs")
-    return EngineError(f"{engine} failed (rc {rc}){seen}{tail}", "read the engine's output for the cause")
+    said = conda_message(text, data)
+    return EngineError(f"{engine} failed (rc {rc}){': ' + said[:300] if said else ''}{seen}{tail}",
+                       "read the engine's output for the cause")
+
+
+# conda's "not available" errors by their current names (conda/exceptions.py): PackagesNotFoundError
+# (conda <= 24), PackagesNotFoundInChannelsError, its subclass that conda 25+/26.7 raises for a create,
+# PackagesNotFoundInPrefixError (a remove); ResolvePackageNotFound (the classic solver). Matched as a
+# family, so a new subclass of the same name is still read.
+_NOT_FOUND = re.compile(r"\b(PackagesNotFound\w*Error|ResolvePackageNotFound)\b")
+# conda's own one-line statement of an error it raised: `SomeError: message` at the start of a line
+# (conda/exceptions.py `CondaError.__str__`, printed by conda's exception handler).
+_CONDA_ERROR = re.compile(r"^(?P<line>(?:[A-Z]\w*\.)*[A-Z]\w*(?:Error|Exception): \S.*)$", re.M)
+
+
+def conda_message(text: str, data: dict[str, Any]) -> str:
+    """conda's own statement of an error envkit has no rule for (the JSON `error`, else the first
+    `NameError: ...` line), so an unknown or renamed error is still shown in conda's words."""
+    if isinstance(data.get("error"), str) and data["error"].strip():
+        line = data["error"].strip().splitlines()[0]
+        name = str(data.get("exception_name") or "")
+        return line if not name or line.startswith(name) else f"{name}: {line}"
+    match = _CONDA_ERROR.search(text)
+    return match.group("line").strip() if match else ""
 
 
 def _missing_specs(text: str, data: dict[str, Any]) -> list[str] | None:
-    if data.get("exception_name") == "PackagesNotFoundError":
+    if _NOT_FOUND.fullmatch(str(data.get("exception_name") or "")):
         return [str(p) for p in data.get("packages") or []]
-    if "PackagesNotFoundError" in text or "ResolvePackageNotFound" in text:
+    if _NOT_FOUND.search(text):
         block = text.split("current channels:", 1)[-1].split("Current channels:", 1)[0]
         return re.findall(r"^\s+-\s+(\S+)\s*$", block, re.M)
     found = re.findall(r"(\S+) does not exist \(perhaps", text)  # micromamba 2.x

@@ -133,14 +133,14 @@ class Meter:
 
 
 def describe(meter: Meter) -> str:
-    """`120.0 MiB / 2.0 GiB · 4.1 MiB/s · 7m42s left`: what the progress line shows."""
+    """`120.0 MiB / 2.0 GiB, 4.1 MiB/s, 7m42s left`: what the progress line shows."""
     text = f"{_size(meter.done)} / {_size(meter.total)}" if meter.total else _size(meter.done)
     rate = meter.rate()
     if rate > 0:
-        text += f" · {_size(rate)}/s"
+        text += f", {_size(rate)}/s"
         eta = meter.eta_s()
         if eta is not None:
-            text += f" · {_duration(eta)} left"
+            text += f", {_duration(eta)} left"
     return text
 
 

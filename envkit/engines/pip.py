@@ -11,6 +11,18 @@ from envkit.secrets import VAULT
 _INDEX_LINE = re.compile(r"^(--index-url|-i|--extra-index-url)[ =](\S+)$")
 
 
+def index_options(lines: Sequence[str]) -> list[tuple[str, str]]:
+    """The index options of pip lines as (option, URL): `-i` and `--index-url` are one option (pip's
+    `--index-url`), `--extra-index-url` the other; `=` or a space, as pip's requirements files take them."""
+    found = []
+    for line in lines:
+        match = _INDEX_LINE.match(line.strip())
+        if match:
+            found.append(("--extra-index-url" if match.group(1) == "--extra-index-url" else "--index-url",
+                          match.group(2)))
+    return found
+
+
 def pip_index_env(lines: Sequence[str]) -> tuple[list[str], dict[str, str]]:
     """Index lines whose server needs credentials move out of the file into pip's environment
     (PIP_INDEX_URL / PIP_EXTRA_INDEX_URL): the secret never touches a file, argv or a log."""

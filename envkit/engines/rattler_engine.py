@@ -35,7 +35,7 @@ from envkit.fsutil import confined, sha256_of
 from envkit.lock.file import Lock, LockedConda, render_lock
 from envkit.prefix.condarc import drop_cache_tag
 from envkit.prefix.records import record_paths
-from envkit.render.mirrors import Mirror, canonical_urls
+from envkit.render.mirrors import Mirror, canonical_urls, unreachable_hint
 from envkit.safeio import read_text
 from envkit.secrets import VAULT, redact
 
@@ -300,8 +300,7 @@ class RattlerEngine:
                                fs_hint)
         if kind == "GatewayError" or "could not find subdir" in full or "failed to fetch" in full.lower():
             return EngineError(f"could not read channel repodata: {text}",
-                               "check the network (or HTTPS_PROXY); behind a firewall use a mirror: --mirror tuna|ustc|"
-                               "bfsu|sjtu|nju|aliyun or --mirror https://your.mirror/conda; a mirror may lack this channel")
+                               unreachable_hint(self.settings.mirror))
         return EngineError(f"the solver found no solution: {text}",
                            "relax the pins named in the error, or run `envkit detect` to see what this machine supports")
 

@@ -41,8 +41,8 @@ from envkit.engines.pip import pip_index_env
 from envkit.errors import EnvkitError, UsageError
 from envkit.export import export_env
 from envkit.fsutil import PathError, confined, copy_regular, remove_at_exit, sha256_of
-from envkit.lock.file import (Lock, LockedConda, LockedPlatform, LockedPypi, LockError, clean_url, current_platform,
-                              digest, file_path, number, parse_lock, read_lock, write_lock)
+from envkit.lock.file import (PYPI_SIMPLE, Lock, LockedConda, LockedPlatform, LockedPypi, LockError, clean_url,
+                              current_platform, digest, file_path, number, parse_lock, read_lock, write_lock)
 from envkit.prefix.staging import interrupting, staging_beside
 from envkit.render import mirrors
 from envkit.render.mirrors import Mirror
@@ -163,6 +163,7 @@ def write_bundle(out: Path, lock: Lock, *, name: str, selection: dict[str, Any] 
                  on_step: Callable[[str], None] | None = None) -> Bundle:
     """A Lock (envkit.lock.file) -> a bundle folder; written beside `out` and renamed into place."""
     start = time.perf_counter()
+    out = out.absolute()  # `-o DIR` relative: the staging folder and every archive path inside it agree
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise BundleError(f"{out} exists and is not empty; envkit will not write into it",
                           "choose another -o folder (or remove it first)")
@@ -193,6 +194,11 @@ def write_bundle(out: Path, lock: Lock, *, name: str, selection: dict[str, Any] 
         pypi: list[LockedPypi] = []
         lines = [f"--index-url {lock.indexes[0]}"] + [f"--extra-index-url {i}" for i in lock.indexes[1:]] \
             if entry.pypi and lock.indexes else []
+        if mirror is not None and mirror.pypi:  # behind the mirror, PyPI is the mirror's (as create applies it)
+            lines = [line.replace(PYPI_SIMPLE, mirror.pypi.rstrip("/")) if line.endswith(PYPI_SIMPLE) else line
+                     for line in lines]
+            if not any(line.startswith(("--index-url", "-i ")) for line in [*lines, *pip_extra]):
+                lines.insert(0, f"--index-url {mirror.pypi}")
         lines += [p.requirement() for p in entry.pypi] + list(pip_extra)
         if entry.pypi or pip_extra:
             step("downloading the pip wheels")
@@ -236,11 +242,22 @@ def bundle_from_lock(lock_file: Path, out: Path, *, name: str | None = None, mir
     return write_bundle(out, lock, name=name or lock_file.stem, mirror=resolve_mirror(mirror), python=python)
 
 
-def bundle_from_env(prefix: Path, out: Path) -> Bundle:
-    """An existing env: its exact package set (export --format lock), then its archives."""
+def bundle_from_env(prefix: Path, out: Path, *, mirror: str | None = None) -> Bundle:
+    """An existing env: its exact package set (export --format lock: canonical URLs), then its archives,
+    through `mirror` when given."""
     exported = export_env(prefix, fmt="lock")
     lock = parse_lock(exported.text, f"the lock of {prefix}")
-    return write_bundle(out, lock, name=prefix.name, python=_python_of(lock))
+    return write_bundle(out, lock, name=prefix.name, mirror=resolve_mirror(mirror), python=_python_of(lock))
+
+
+def env_file_name(path: Path) -> str:
+    """`bundle --file ENV.yml` without NAME: the file's `name:` (else the file's stem), as conda env create
+    names an env from its file."""
+    from envkit.safeio import load_yaml
+
+    data = load_yaml(path, "environment file")
+    name = data.get("name") if isinstance(data, dict) else None
+    return str(name) if isinstance(name, str) and name.strip() else path.stem
 
 
 def bundle_from_spec(opts: CreateOptions, out: Path, on_step: Callable[[str], None] | None = None) -> Bundle:

@@ -20,9 +20,10 @@ Format notes (rattler `crates/rattler_lock/src/parse/models/v6|v7`; conda-lockfi
 `conda_lockfiles/rattler_lock/v6.py`):
 - both versions list `environments.<env>.channels` ({url}), `indexes` (PyPI) and per-platform
   references `- conda: URL` / `- pypi: URL`, then one top-level `packages:` list with the metadata;
-- v6 derives name, version, build, subdir and channel from the URL; `build_number` is written only when
-  it differs from the build string's trailing number; v7 adds a top-level `platforms:` list and writes
-  `subdir` and `channel` per package;
+- v6 derives name, version, build, subdir and channel from an http(s) URL; `build_number` is written only
+  when it differs from the build string's trailing number; for a file:// (local channel) package v6 writes
+  `subdir` and `channel` too, as rattler's writer does (`derivable`); v7 adds a top-level `platforms:`
+  list and writes `subdir` and `channel` per package;
 - a local channel's packages are written as plain paths by rattler: read back as file:// URLs;
 - `variables:` (the env's activation variables, conda-meta/state) and `pypi-unlocked:` (per platform, the
   pip lines `envkit lock` could not pin to a wheel, with the reason) are envkit's additions under the
@@ -367,12 +368,22 @@ def _channel_entry(url: str) -> str:
     return url if "://" not in url or url.endswith("/") else url + "/"
 
 
+def derivable(url: str) -> bool:
+    """True when rattler-lock v6 derives a package's channel and subdir from its location: an http(s) URL
+    (`<channel>/<subdir>/<file>`). rattler reads a file:// URL as a local path and derives nothing from
+    it, so without `subdir:` its v6 reader fails (`missing field/fields 'subdir'`, py-rattler 0.28) and
+    without `channel:` it reads the channel as none; rattler's own v6 writer writes both for such
+    packages (rattler `crates/rattler_lock/src/parse/models/v6/conda_package_data.rs`)."""
+    return urlsplit(url).scheme in ("http", "https")
+
+
 def _conda_entry(pkg: LockedConda, version: int) -> dict[str, Any]:
     out: dict[str, Any] = {"conda": clean_url(pkg.url)}
+    explicit = version >= 7 or not derivable(pkg.url)  # v7 always; v6 where the URL says nothing
     if pkg.build_number is not None and pkg.build_number not in (
             {build_number_of(pkg.build)} & {_first_digit_part(pkg.build)}):  # both readers must get it right
         out["build_number"] = pkg.build_number
-    if version >= 7:
+    if explicit:
         out["subdir"] = pkg.platform_subdir
     for key in ("sha256", "md5"):
         if getattr(pkg, key):
@@ -381,7 +392,7 @@ def _conda_entry(pkg: LockedConda, version: int) -> dict[str, Any]:
         out["depends"] = list(pkg.depends)
     if pkg.constrains:
         out["constrains"] = list(pkg.constrains)
-    if version >= 7:
+    if explicit:
         out["channel"] = _channel_entry(clean_url(pkg.channel_url))
     if pkg.license:
         out["license"] = pkg.license
@@ -460,7 +471,8 @@ _INDEX_FILE_HOSTS = {"pypi.org": "files.pythonhosted.org"}  # where PyPI's index
 def pip_lines(lock: Lock, entry: LockedPlatform) -> tuple[str, ...]:
     """The pip requirement lines that install a platform's PyPI entries. A file served by one of the
     lock's indexes installs as `name==version` (so a --mirror's PyPI can serve it); any other file URL
-    as `name @ URL`, a VCS URL as itself. PyPI itself is pip's default index and is not repeated.
+    as `name @ URL`, a VCS URL as itself. The first index is pip's --index-url, the others extra ones;
+    PyPI itself is pip's default index and is not repeated.
 
     When every entry carries its sha256 (envkit's and pixi's locks do), each line gets `--hash=sha256:`,
     which puts pip in hash-checking mode: a file that differs from the one locked is refused, whatever
@@ -473,8 +485,10 @@ def pip_lines(lock: Lock, entry: LockedPlatform) -> tuple[str, ...]:
     for index in lock.indexes:
         host = urlsplit(index).hostname or ""
         hosts |= {host, _INDEX_FILE_HOSTS.get(host, host)}
-    indexes = [i for i in lock.indexes if i.rstrip("/") != PYPI_SIMPLE]
-    lines = [f"--extra-index-url {index}" for index in indexes]
+    # the first index is the index (pixi writes `indexes: [index-url, extra...]`): a private one stays
+    # --index-url, so no public package of the same name can win (pip's dependency-confusion warning)
+    lines = [f"--index-url {lock.indexes[0]}"] if lock.indexes and lock.indexes[0].rstrip("/") != PYPI_SIMPLE else []
+    lines += [f"--extra-index-url {index}" for index in lock.indexes[1:] if index.rstrip("/") != PYPI_SIMPLE]
     for pkg in entry.pypi:
         if "+" in urlsplit(pkg.url).scheme or (pkg.is_direct and urlsplit(pkg.url).hostname not in hosts):
             line = pkg.requirement()

@@ -58,6 +58,12 @@ _CU_TAG_RE = re.compile(r"(?<![A-Za-z0-9])cu(\d{2,3})(?![0-9])")
 # +ptXYcuNNN: a wheel built for torch X.Y and CUDA NN.N (PyG, owned.yaml pyg_readme)
 _PT_LOCAL_RE = re.compile(r"\+pt(\d)(\d{1,2})(cu\d{2,3}|cpu)\b")
 # data.pyg.org/whl/torch-X.Y.Z+cuNNN.html (owned.yaml pyg_readme)
+# Dao-AILab/flash-attention's release wheels name the CUDA and torch they were built for in the local version:
+# flash_attn-2.4.1+cu118torch2.1cxx11abiFALSE-cp310-cp310-linux_x86_64.whl (github.com/Dao-AILab/flash-attention
+# releases; setup.py get_wheel_url builds the name as +cu{major}{minor}torch{torch_major}.{torch_minor}cxx11abi{ABI})
+_FA_LOCAL_RE = re.compile(r"\+cu(\d{2,3})torch(\d+)\.(\d+)cxx11abi(?:TRUE|FALSE)\b")
+# a wheel's python and platform tags (PEP 427 file name: {dist}-{version}(-{build})?-{python}-{abi}-{platform}.whl)
+_WHEEL_TAGS_RE = re.compile(r"-(cp3\d+)-(?:cp3\d+m?|abi3|none)-([A-Za-z0-9_.]+)\.whl$")
 _PYG_PAGE_RE = re.compile(r"data\.pyg\.org/whl/torch-(\d+\.\d+)(?:\.\d+)?\+(cu\d{2,3}|cpu)\.html")
 # a build string that marks a CUDA (or GPU) variant of a package that is not torch: mmcv, dgl, tensorflow
 _CUDA_BUILD_RE = re.compile(r"cuda|(?<![a-z])gpu(?![a-z])")
@@ -257,7 +263,8 @@ def parse_file(path: Path) -> Parsed:
                   variables=check_variables(raw.get("variables"), f"{path}: variables"), torch=torch,
                   python=python, torch_from_pip=from_pip, has_torch=has_torch, uses_pytorch_channel=uses_pytorch,
                   had_prefix=str(prefix) if prefix else None, folder=path.resolve().parent, ignored_keys=ignored,
-                  path=path, python_range=python_range, cuda_consumers=tuple(consumers),
+                  path=path, python_range=python_range or (None if python else _wheel_pythons(pip)),
+                  cuda_consumers=tuple(consumers),
                   cuda_range=_cuda_range(cuda_pins) if consumers else None,
                   wheel_cuda=_wheel_cuda(pip, path.resolve().parent), coupled_torch=_coupled_torch(pip),
                   torch_cuda=_torch_cuda([s for _, s in conda]) if has_torch and not from_pip else None,
@@ -363,6 +370,23 @@ def _wheel_cuda(lines: list[PipLine], folder: Path) -> str | None:
     return None
 
 
+def _wheel_pythons(lines: list[PipLine]) -> str | None:
+    """The pythons the file's Linux wheels by URL or path can install on, as a conda range ('3.10.*|3.11.*'):
+    pip installs a cp310 wheel only on python 3.10 (PEP 425 tags), and a line whose marker names another python is
+    skipped, so a python outside this set would leave those packages out (theroyallab/tabbyAPI: exllamav2 and
+    flash-attn wheels for cp310/cp311 behind python_version markers)."""
+    count: dict[str, int] = {}
+    for line in lines:
+        match = _WHEEL_TAGS_RE.search(line.arg) if not line.option and line.arg else None
+        if match and ("linux" in match.group(2) or match.group(2) == "any"):
+            digits = match.group(1)[2:]
+            count[f"{digits[0]}.{digits[1:]}"] = count.get(f"{digits[0]}.{digits[1:]}", 0) + 1
+    # the pythons the most of those wheels install on (tabbyAPI: exllamav2 for 3.10 and 3.11, flash-attn for 3.10
+    # only, so 3.10 installs all of them)
+    best = [p for p, n in count.items() if n == max(count.values(), default=0)]
+    return "|".join(f"{p}.*" for p in sorted(best, key=lambda v: tuple(map(int, v.split("."))))) or None
+
+
 def _tag_cuda(tag: str) -> str:
     """'cu118' -> '11.8', 'cu92' -> '9.2'."""
     digits = tag[2:]
@@ -376,6 +400,9 @@ def _coupled_torch(lines: list[PipLine]) -> str | None:
         pt = _PT_LOCAL_RE.search(line.text)
         if pt:
             return f"{pt.group(1)}.{pt.group(2)}"
+        fa = _FA_LOCAL_RE.search(line.arg or line.text)
+        if fa:
+            return f"{fa.group(2)}.{fa.group(3)}"
         page = _PYG_PAGE_RE.search(line.text)
         if page:
             return page.group(1)
@@ -751,7 +778,11 @@ def _torch_stack(parsed: Parsed, sel: Selection,
             state.changes.append(f"{pkg} {old_local} -> {new_line.split('==', 1)[1]} (this machine's build)")
     state.changes += notes
     if not any(spec.name == "python" for spec in parsed.specs):
-        state.changes.append(f"added python={sel.python} ({_python_why(sel)})")
+        wheels = _wheel_pythons(list(parsed.pip_lines))
+        why = (f"the python the most of the file's wheels by URL are built for: "
+               f"{wheels.replace('.*', '').replace('|', ' or ')}"
+               if wheels and parsed.python_range == wheels else _python_why(sel))
+        state.changes.append(f"added python={sel.python} ({why})")
     return sel, torch_conda, torch_pip
 
 
@@ -1007,10 +1038,14 @@ def _couplings(parsed: Parsed, sel: Selection, cuda_given: bool, state: _Adaptin
             continue
         pt = _PT_LOCAL_RE.search(text)
         page = _PYG_PAGE_RE.search(text)
+        fa = _FA_LOCAL_RE.search(line.arg or text)
         built_torch = f"{pt.group(1)}.{pt.group(2)}" if pt else (page.group(1) if page else None)
         built_tag = pt.group(3) if pt else (page.group(2) if page else None)
+        if fa and built_torch is None:
+            built_torch, built_tag = f"{fa.group(2)}.{fa.group(3)}", f"cu{fa.group(1)}"
         if built_torch is not None and sel.flavor == "conda-forge":
-            problems.append(f"{text} ({where}) is a PyG wheel for the pip/pytorch-channel torch {built_torch}; "
+            kind = "a flash-attn wheel" if fa and not pt and not page else "a PyG wheel"
+            problems.append(f"{text} ({where}) is {kind} for the pip/pytorch-channel torch {built_torch}; "
                             "here torch comes from conda-forge, built with another C++ ABI (owned.yaml pyg_readme)")
             option("--flavor pip")
         elif page and not pt and (built_torch == here_minor or not pyg_pinned) and (built_torch, built_tag) != \

@@ -289,6 +289,19 @@ def parse_pip_line(text: Any, where: str = "pip") -> PipLine:
         if dropped:
             value = f"{req} {options}".strip()
     if _URLISH_RE.match(req):
+        url, sep, marker = req.partition("; ")
+        if sep:
+            # pip splits a URL or path requirement from its environment markers at "; " (semicolon and blank: a
+            # URL may hold ';'), pip/_internal/req/constructors.py parse_req_from_line; theroyallab/tabbyAPI's
+            # `https://.../exllamav2-0.0.11+cu118-cp311-cp311-linux_x86_64.whl; platform_system == "Linux"`
+            from packaging.markers import InvalidMarker, Marker
+
+            try:
+                Marker(marker)
+            except InvalidMarker as exc:
+                raise RenderError(f"{where}: the environment marker of {value!r} is not valid ({exc})",
+                                  'write it as pip does: URL; python_version == "3.11"') from None
+            req = url.strip()
         _check_arg(req, "requirement URL or path", where)
         local = not re.match(r"^[a-z+]+://", req) and not req.startswith(("git+", "hg+", "svn+", "bzr+"))
         return PipLine(value, "", req, _requirement_name(req), local and not req.startswith("file:"), ignored)
@@ -351,6 +364,8 @@ class EnvFile:
     pip: tuple[str, ...] = ()
     variables: tuple[tuple[str, str], ...] = ()
     header: tuple[str, ...] = field(default=())
+    pip_repositories: tuple[str, ...] = ()  # conda-lock's top-level keys (for_conda_lock); conda ignores them
+    allow_pypi_requests: bool = True
 
     def render(self) -> str:
         template = template_env().get_template(TEMPLATE)
@@ -358,8 +373,49 @@ class EnvFile:
             name=self.name, channels=list(self.channels), dependencies=list(self.dependencies),
             pip=list(self.pip), variables=list(self.variables),
             header=[sanitize_comment(h) for h in self.header],
+            pip_repositories=list(self.pip_repositories), allow_pypi_requests=self.allow_pypi_requests,
         )
         return text.rstrip("\n") + "\n"
+
+
+# conda-lock (4.0.3 src_parser/environment_yaml.py) reads every pip line as a requirement: an option line
+# such as `--index-url URL` fails with `InvalidRequirement: Expected package name`. Its own place for
+# indexes is top-level: `pip-repositories: [URL, ...]` and `allow-pypi-requests: false` (PyPI off, as pip's
+# --index-url replaces it). conda env create warns about those keys and ignores them
+# (EnvironmentSectionNotValid), so this form is for conda-lock only. Other pip options (--trusted-host,
+# --find-links, --pre, ...) have no conda-lock key: they are left out and named.
+_PIP_INDEX = re.compile(r"^(--index-url|-i|--extra-index-url)[ =]\s*(\S+)$")
+
+
+def for_conda_lock(envfile: EnvFile) -> tuple[EnvFile, tuple[str, ...]]:
+    """The env file in the form conda-lock parses, and what had to change (notes for the user)."""
+    repos: list[str] = []
+    allow_pypi = True
+    kept: list[str] = []
+    notes: list[str] = []
+    for line in envfile.pip:
+        text = line.strip()
+        match = _PIP_INDEX.match(text)
+        if match:
+            if match.group(1) == "--extra-index-url":
+                repos.append(match.group(2))
+            else:
+                repos.insert(0, match.group(2))
+                allow_pypi = False
+            continue
+        if text.startswith("-") and not text.startswith(("-e ", "--editable")):
+            notes.append(f"conda-lock has no place for the pip option {text!r}: left out of this file")
+            continue
+        kept.append(line)
+    if not repos and not notes:
+        return envfile, ()
+    if repos:
+        notes.insert(0, "pip index lines moved to conda-lock's pip-repositories:"
+                     + ("" if allow_pypi else " (allow-pypi-requests: false, as --index-url replaces PyPI)"))
+    header = (*envfile.header, "conda-lock form: pip indexes are in pip-repositories:, which conda env create "
+              "ignores (it would use PyPI): give conda the plain render, without --conda-lock.")
+    return EnvFile(envfile.name, envfile.channels, envfile.dependencies, tuple(kept), envfile.variables, header,
+                   tuple(dict.fromkeys(repos)), allow_pypi), tuple(notes)
 
 
 def check_variables(raw: Any, where: str) -> tuple[tuple[str, str], ...]:

@@ -49,6 +49,19 @@ def builtin_names() -> list[str]:
     return sorted(_data()["profiles"])
 
 
+def unreachable_hint(mirror: Mirror | None = None, name: str = "NAME") -> str:
+    """The fix for a channel that cannot be reached: any mirror URL, the three ways to set it, and the
+    offline route (a bundle made on a connected machine) -- one line, for every engine and verb."""
+    from envkit.config import config_path
+
+    which = "" if mirror is None else mirror.title if mirror.name == "custom" else f"mirror {mirror.name}"
+    lacks = f"is the {which} up, and does it carry this channel? " if which else ""
+    return (f"{lacks}check the network (or HTTPS_PROXY); any mirror: --mirror https://your.mirror/conda, "
+            f"ENVKIT_MIRROR=URL or 'mirror: URL' in {config_path()} (built-in profiles: "
+            f"{', '.join(builtin_names())}); no network here: on a connected machine "
+            f"`envkit bundle {name} -o DIR`, copy DIR over, then `envkit create {name} --bundle DIR`")
+
+
 def _from_row(name: str, row: dict[str, Any]) -> Mirror:
     return Mirror(name=name, title=row.get("title", name), conda={k: v.rstrip("/") for k, v in row["conda"].items()},
                   missing=tuple(row.get("missing") or ()), pypi=row.get("pypi"), src=row.get("src", "config file"))

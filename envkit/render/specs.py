@@ -64,6 +64,45 @@ def available() -> dict[str, Path]:
     return found
 
 
+DEFAULT_SPEC = "dl_train"  # what `envkit create NAME` builds when NAME is no spec's name
+# how alike a name must be to a spec's to be taken for a typo of it (difflib's ratio): minmal, dl-train and
+# Minimal are typos (0.92, 0.88, 1.0 lowercased); train, myproj and gpt2 are names (0.77 at most)
+TYPO_CUTOFF = 0.8
+
+
+def close_spec(name: str, specs: dict[str, Path] | None = None) -> str | None:
+    """The spec `name` is most likely a typo of, or None (difflib, as git's "did you mean")."""
+    import difflib
+
+    names = sorted(available() if specs is None else specs)
+    lowered = {n.lower().replace("-", "_"): n for n in names}
+    found = difflib.get_close_matches(name.lower().replace("-", "_"), list(lowered), n=1, cutoff=TYPO_CUTOFF)
+    return lowered[found[0]] if found else None
+
+
+@dataclass(frozen=True)
+class SpecChoice:
+    """The spec an environment NAME given without --spec/--file gets, and whether NAME named it."""
+
+    spec: str
+    named: bool  # NAME is a spec's name; False: a new name, built from DEFAULT_SPEC
+
+
+def spec_for_env(name: str, verb: str = "create") -> SpecChoice:
+    """NAME is a spec: that spec; one typo away from a spec: a usage error before any work (a typo must not
+    silently build dl_train under the typo's name); else a new name built from DEFAULT_SPEC."""
+    from envkit.errors import UsageError
+
+    specs = available()
+    if name in specs:
+        return SpecChoice(name, True)
+    close = close_spec(name, specs)
+    if close is not None:
+        raise UsageError(f"no spec is named {name!r}: did you mean {close}?",
+                         f"envkit {verb} {close}   (to keep the name {name}: envkit {verb} {name} --spec {close})")
+    return SpecChoice(DEFAULT_SPEC, False)
+
+
 def find(name_or_path: str) -> Path:
     candidate = Path(name_or_path)
     if candidate.suffix in (".yaml", ".yml") or os.sep in name_or_path:
@@ -74,7 +113,9 @@ def find(name_or_path: str) -> Path:
         raise SpecError(f"invalid spec name {name_or_path!r}", "spec names are letters, digits, '.', '_' and '-'")
     specs = available()
     if name_or_path not in specs:
-        raise SpecError(f"unknown environment spec {name_or_path!r}; available: {', '.join(sorted(specs))}",
+        close = close_spec(name_or_path, specs)
+        raise SpecError(f"unknown environment spec {name_or_path!r}" + (f": did you mean {close}?" if close else "")
+                        + f"; available: {', '.join(sorted(specs))}",
                         "pick one of those, or pass --spec PATH to your own YAML spec")
     return specs[name_or_path]
 

@@ -11,7 +11,7 @@ from envkit.errors import ExitCode
 
 PASS, FAIL, SKIPPED = "PASS", "FAIL", "SKIPPED"
 GPU_CHECKS = {"architecture", "autocast", "grad_scaler", "training", "speed", "memory", "matmul_tflops",
-              "multi_gpu"}
+              "multi_gpu", "fp8"}
 
 
 @dataclass(frozen=True)
@@ -41,8 +41,11 @@ def verdict(payload: dict[str, Any]) -> tuple[str, str]:
     ran_gpu = [c for c in checks if c.get("name") in GPU_CHECKS and c.get("status") in ("pass", "warn")]
     if not ran_gpu:
         driver = next((c for c in checks if c.get("name") == "driver"), None)
-        why = driver["explanation"] if driver else "no usable GPU"
-        return SKIPPED, f"no GPU check ran: {why}. This is not a PASS: nothing proves the env trains on a GPU"
+        why = str(driver["explanation"]) if driver else "no usable GPU"
+        why = why.removesuffix(": no GPU check ran")  # the sentence after it says so once
+        # the one place SKIPPED is explained (human output prints it once, -q and --json alike)
+        return SKIPPED, (f"{why}. SKIPPED is not a PASS: no check ran on a GPU, so nothing proves the env trains "
+                         "on one; run verify on a machine with a visible NVIDIA GPU")
     warned = [c for c in checks if c.get("status") == "warn"]
     gpus = ", ".join(g.get("name", "?") for g in payload.get("gpus") or [])
     tail = f"; {len(warned)} warning(s): " + "; ".join(c["name"] for c in warned) if warned else ""
@@ -69,3 +72,19 @@ def failure_report(name: str, explanation: str, machine: dict[str, Any] | None, 
     payload = {"checks": [{"name": name, "status": "fail", "explanation": explanation,
                            "values": values or {}, "duration_s": 0.0}]}
     return build_report(payload, machine, python, prefix)
+
+
+def build_model_report(payload: dict[str, Any], machine: dict[str, Any] | None, python: str,
+                       prefix: str | None) -> VerifyReport:
+    """`verify --model`: the payload's own checks, then the judgement of amp_compare (its outcome rule)."""
+    from envkit.verify.amp_compare import analyse, checks_of
+
+    base = build_report(payload, machine, python, prefix)
+    failed = [c for c in base.checks if c.get("status") == "fail"]
+    if failed or "precisions" not in payload:
+        outcome, summary = verdict(payload) if failed else (FAIL, "the payload reported no training run")
+        return VerifyReport(outcome if failed else FAIL, base.checks, summary, base.data)
+    analysis = analyse(payload)
+    checks = (*base.checks, *checks_of(analysis, payload["precisions"].get("fp32") or {}))
+    data = dict(base.data, analysis=analysis, checks=list(checks))
+    return VerifyReport(analysis["outcome"], checks, analysis["summary"], data)

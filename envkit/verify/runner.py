@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ from envkit.secrets import redact
 from envkit.verify.report import VerifyReport, build_report, failure_report
 
 PAYLOAD = Path(__file__).with_name("payload") / "amp_check.py"
+MODEL_PAYLOAD = Path(__file__).with_name("payload") / "model_check.py"
 MARKER = "@@ENVKIT-VERIFY-JSON@@"
 DEFAULT_TIMEOUT = 300.0
 
@@ -105,7 +106,8 @@ def _report_json(stdout: str) -> tuple[Any, str | None]:
 
 
 def run_payload(python: str, options: dict[str, Any], machine: dict[str, Any] | None, *,
-                prefix: Path | None = None, timeout: float = DEFAULT_TIMEOUT) -> VerifyReport:
+                prefix: Path | None = None, timeout: float = DEFAULT_TIMEOUT, payload_file: Path = PAYLOAD,
+                build: Callable[..., VerifyReport] = build_report) -> VerifyReport:
     """Run the payload and turn whatever happens (report, hang, crash, garbage) into a VerifyReport.
 
     PASS needs both a zero exit status and a complete, well-formed report: a payload that prints a
@@ -113,7 +115,7 @@ def run_payload(python: str, options: dict[str, Any], machine: dict[str, Any] | 
     """
     check_timeout(timeout)
     args = dict(options, machine=machine)
-    argv = [python, "-I", str(PAYLOAD), json.dumps(args)]
+    argv = [python, "-I", str(payload_file), json.dumps(args)]
     pfx = str(prefix) if prefix else None
     try:
         done = proc.run_bounded(argv, timeout=timeout, env=payload_env(prefix), cap=OUTPUT_CAP)
@@ -149,7 +151,7 @@ def run_payload(python: str, options: dict[str, Any], machine: dict[str, Any] | 
         payload["checks"] = [*payload["checks"], {
             "name": "exit", "status": "fail", "duration_s": 0.0, "values": {"returncode": done.returncode},
             "explanation": f"the payload printed its report but then {how}: the run is not trusted"}]
-    return build_report(payload, machine, python, pfx)
+    return build(payload, machine, python, pfx)
 
 
 def report_text(report: VerifyReport) -> str:

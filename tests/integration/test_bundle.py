@@ -105,3 +105,50 @@ def test_fleet_create_stages_the_bundle_through_the_local_launcher(capsys: pytes
     assert sorted(p.name for p in (tmp_path / "stage").iterdir()) == ["local1", "local2"]
     assert not [p for p in (tmp_path / "stage").rglob("*") if p.is_file()]
     assert conda_meta(tmp_path / "local1" / "dl").keys() == conda_meta(tmp_path / "local2" / "dl").keys()
+
+
+def test_bundle_a_file_without_a_name_and_an_env_or_lock_through_a_mirror(
+        capsys: pytest.CaptureFixture[str], testbed: TestBed, isolated: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`bundle --file env.yml -o DIR` takes NAME from the file (DIR relative, as typed); `bundle NAME --mirror
+    M` and `bundle --lock F --mirror M` fetch the conda and the pip parts through M: no request reaches PyPI
+    or conda.anaconda.org (the namespace has no network: they could only fail)."""
+    monkeypatch.chdir(tmp_path)
+    env = tmp_path / "team-env.yml"
+    with ChannelServer(testbed.root) as srv:
+        env.write_text(f"name: teamname\nchannels: [{srv.url}/conda-forge]\n"
+                       f"dependencies: [python={PY}, pip, {{pip: [--index-url {srv.url}/pypi/simple, transformers]}}]\n")
+        code, out, err = run_cli(capsys, "bundle", "--file", str(env), "--no-adapt", "-o", "b1")
+        assert code == 0, err
+        assert "envkit create teamname --bundle" in out and (tmp_path / "b1" / "bundle.json").is_file()
+        code, _o, err = run_cli(capsys, "create", "src", "--spec", "dl_train", "--cuda", "13.0", "--python", PY,
+                                "--mirror", srv.url, "--no-verify", "-q")
+        assert code == 0, err
+        code, _o, err = run_cli(capsys, "bundle", "src", "--mirror", srv.url, "-o", str(tmp_path / "b2"))
+        assert code == 0, err  # the env's canonical URLs (conda-forge, PyPI) fetched through the mirror
+        lock = tmp_path / "b2" / "source.lock"
+        assert "https://conda.anaconda.org/conda-forge/" in lock.read_text() and srv.url not in lock.read_text()
+        code, _o, err = run_cli(capsys, "bundle", "--lock", str(lock), "--mirror", srv.url, "-o", str(tmp_path / "b3"))
+        assert code == 0, err
+    for folder in ("b2", "b3"):
+        manifest = json.loads((tmp_path / folder / "bundle.json").read_text())
+        kinds = {f["kind"] for f in manifest["files"]}
+        assert kinds == {"conda", "wheel"}, folder
+        assert {f["path"].rsplit("/", 1)[1].split("-")[0] for f in manifest["files"] if f["kind"] == "wheel"} == {
+            "transformers", "datasets"}
+    code, _o, err = run_cli(capsys, "create", "offline", "--bundle", str(tmp_path / "b3"), "--no-verify", "-q")
+    assert code == 0, err
+
+
+def test_bundle_and_fleet_create_check_a_name_as_create_does(capsys: pytest.CaptureFixture[str],
+                                                             server: ChannelServer, tmp_path: Path) -> None:
+    for argv, fix in ((("bundle", "minmal", "-o", str(tmp_path / "b")), "fix: envkit bundle minimal"),
+                      (("fleet", "create", "minmal", "--launcher", "local"), "fix: envkit fleet create minimal")):
+        code, _out, err = run_cli(capsys, *argv, "--cuda", "13.0")
+        assert code == 2 and "no spec is named 'minmal': did you mean minimal?" in err, err
+        assert fix in err, err
+    assert not (tmp_path / "b").exists() and server.hits("") == []  # nothing written, nothing fetched
+    code, _out, err = run_cli(capsys, "bundle", "myproj", "-o", str(tmp_path / "b"), "--cuda", "13.0", "--python", PY,
+                              "--mirror", server.url)
+    assert code == 0, err
+    assert err.startswith("spec: dl_train (no spec is named myproj;"), err

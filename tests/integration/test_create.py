@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -139,6 +140,111 @@ def test_dry_run_prints_the_plan_and_installs_nothing(capsys: pytest.CaptureFixt
     assert data["dry_run"] and {p["name"] for p in data["packages"]} >= {"python", "pytorch", "cuda-version"}
     assert data["download_bytes"] > 0 and "solve" in data["phases_s"]
     assert any(v.startswith("__cuda=13.0") for v in data["virtual_packages"])
+
+
+def test_a_typo_of_a_spec_name_builds_nothing_and_a_new_name_says_its_spec(
+        capsys: pytest.CaptureFixture[str], server: ChannelServer, isolated: Path) -> None:
+    code, out, err = create(capsys, "minmal", *GPU, "--mirror", server.url, "--no-verify")
+    assert code == 2 and "no spec is named 'minmal': did you mean minimal?" in err, err
+    assert "fix: envkit create minimal" in err and "envkit create minmal --spec minimal" in err
+    assert leftovers(isolated) == [] and server.hits("") == []  # stopped before any request
+    code, out, err = create(capsys, "myproj", *GPU, "--mirror", server.url, "--dry-run")
+    assert code == 0, err
+    assert "spec: dl_train (no spec is named myproj; --spec NAME picks another" in err
+    code, out, err = create(capsys, "myproj", *GPU, "--mirror", server.url, "--dry-run", "-q")
+    assert code == 0 and "spec:" not in err
+
+
+def test_the_plan_and_list_wrap_at_80_columns_and_never_cut_a_path_or_channel(
+        capsys: pytest.CaptureFixture[str], server: ChannelServer, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    home = tmp_path / ("a-rather-long-project-folder-name-" * 2) / "envkit-home"  # wider than list's column
+    monkeypatch.setenv("ENVKIT_HOME", str(home))
+    code, out, err = create(capsys, "wide", "--spec", "dl_train", *GPU, "--mirror", server.url, "--dry-run")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert max(map(len, lines)) <= 80 and "…" not in out, out
+    assert "  channel conda-forge: https://conda.anaconda.org/conda-forge" in lines  # the URL whole, once
+    assert all(" conda-forge " in line for line in lines if line.startswith((" pytorch ", " python ")))
+    code, out, err = create(capsys, "wide", "--spec", "minimal", *GPU, "--mirror", server.url, "--no-verify")
+    assert code == 0, err
+    code, out, _err = run_cli(capsys, "list")
+    assert max(map(len, out.splitlines())) <= 80 and "…" not in out, out
+    assert str(home / "envs" / "wide") in "".join(line.rsplit("│", 1)[-1].strip() for line in out.splitlines())
+
+
+def test_create_shows_its_plan_before_any_download(capsys: pytest.CaptureFixture[str], server: ChannelServer,
+                                                  isolated: Path) -> None:
+    code, _out, err = create(capsys, "p124", "--spec", "minimal", "--cuda", "12.4", "--mirror", server.url,
+                             "--no-verify")
+    assert code == 0, err
+    plan = err.split("install...", 1)[0]  # the plain phase lines: everything before the install starts
+    assert "plan: torch 2.13.0 · CUDA 12.9 (cuda129) · python" in plan
+    assert "  - CUDA 12.9: torch 2.13 has no conda-forge build <= CUDA 12.4" in plan  # the reasons, one a line
+    assert re.search(r"\n  \d+ conda packages, [0-9.]+ (B|KiB|MiB) to download", plan), plan
+    assert "! differs from what was asked: --cuda 12.4 is the driver's CUDA level, not a CUDA line: CUDA 12.9" \
+        in " ".join(plan.split())  # wrapped at the width (80 when not a terminal)
+    code, _out, err = create(capsys, "pcpu", "--spec", "minimal", "--mirror", server.url, "--no-verify")
+    assert code == 0, err
+    assert "plan: torch 2.13.0 · CPU only" in err
+    assert "differs from what was asked: a CPU build is installed (no NVIDIA driver found); to build for a GPU " \
+           "machine from here pass --cuda X.Y" in " ".join(err.split())
+
+
+def test_the_plan_is_known_before_a_single_archive_is_fetched(server: ChannelServer, isolated: Path) -> None:
+    from envkit.create import Plan, create_env
+    from envkit.engines.base import CreateOptions
+    from envkit.models import Request
+
+    seen: list[tuple[Plan, int]] = []
+    opts = CreateOptions(name="early", spec="minimal", request=Request(cuda="13.0", python=PY), mirror=server.url,
+                         no_verify=True)
+    result = create_env(opts, on_plan=lambda plan: seen.append((plan, len(server.hits(".conda")))))
+    (plan, fetched), = seen
+    assert fetched == 0 and server.hits(".conda")  # nothing was downloaded when the plan was shown; then it was
+    assert plan.download_bytes == result.download_bytes > 0 and plan.cached == 0
+    assert {p.name for p in plan.packages} == {p.name for p in result.packages} and plan.differences == ()
+
+
+def test_the_live_display_shows_each_phase_on_a_terminal(server: ChannelServer, isolated: Path) -> None:
+    """Read through a pseudo-terminal of 80 columns: one row per phase, the pip row names what pip is doing,
+    the verify row says what runs, and no row is the old spinning "download 0 / 0 B"."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    pytest.importorskip("torch")
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 80, 0, 0))
+    argv = [sys.executable, "-m", "envkit", "create", "live", "--spec", "dl_train", *GPU, "--python", PY,
+            "--mirror", server.url]
+    env = dict(os.environ, TERM="xterm-256color", COLUMNS="80")
+    child = subprocess.Popen(argv, stdin=follower, stdout=follower, stderr=follower, env=env, close_fds=True)
+    os.close(follower)
+    seen = bytearray()
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(leader)
+    assert child.wait(timeout=600) == 0, seen.decode(errors="replace")[-3000:]
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", seen.decode(errors="replace"))
+    assert "plan: torch 2.13.0 · CUDA 13.0 (cuda130)" in text  # the plan, above the live rows
+    for row in ("solve", "download", "link", "pip", "verify"):
+        assert re.search(rf"(?m)^. {row} +━", text) or re.search(rf"(?m)^  {row} +━", text), row
+    assert re.search(r"download +━+ \d:\d\d:\d\d [0-9.]+ (B|KiB|MiB) / [0-9.]+ (B|KiB|MiB), [0-9.]+ \S+/s", text)
+    assert re.search(r"link +━+ \d:\d\d:\d\d \d+/\d+ packages", text)
+    pip_rows = set(re.findall(r"pip +━+ \d:\d\d:\d\d ([^\r\n]*)", text))
+    assert "resolving the pip section" in text  # then what pip says it is doing (its last step stays shown)
+    assert any(r.startswith(("Collecting", "Downloading", "Installing", "Successfully")) for r in pip_rows), pip_rows
+    assert "the AMP smoke test, by the env's own python" in text
+    assert "0 / 0 B" not in text and "SKIPPED: no NVIDIA driver on this machine." in text
 
 
 @pytest.mark.parametrize("fault", ["404", "500", "corrupt", "truncate"])
@@ -355,13 +461,38 @@ def test_create_then_verify_is_skipped_not_passed(capsys: pytest.CaptureFixture[
                                                   isolated: Path) -> None:
     pytest.importorskip("torch")
     code, out, err = create(capsys, "checked", "--spec", "minimal", *GPU, "--mirror", server.url)
-    assert code == 0 and "SKIPPED" in out and "NOTICE" in err
+    assert code == 0 and "SKIPPED: no NVIDIA driver on this machine. SKIPPED is not a PASS" in out
+    assert (out + err).count("SKIPPED") == 2 and "!!!" not in out  # said once, in one sentence
     report = json.loads((isolated / "envs" / "checked" / ".envkit" / "verify.json").read_text())
     assert report["outcome"] == "SKIPPED"
     code, out, _ = run_cli(capsys, "list", "--json")
     assert next(e for e in json.loads(out)["environments"] if e["name"] == "checked")["verify"] == "SKIPPED"
-    code, _out, _err = create(capsys, "checked2", "--spec", "minimal", *GPU, "--mirror", server.url, "--require-gpu")
+    code, _out, err = create(capsys, "checked2", "--spec", "minimal", *GPU, "--mirror", server.url, "--require-gpu")
     assert code == 4
+    # the reason verify gave, and the env it kept (the GPU build asked for) with the command that removes it
+    assert "error: verify was SKIPPED and --require-gpu was given: no NVIDIA driver on this machine; the " \
+           f"environment was kept at {isolated / 'envs' / 'checked2'}" in err, err
+    assert "fix: run `envkit verify checked2` where a GPU is visible, or remove it: envkit remove checked2 --yes" in err
+    assert (isolated / "envs" / "checked2" / "conda-meta").is_dir()
+    code, out, err = run_cli(capsys, "remove", "checked2", "--yes")  # the fix, as printed, works
+    assert code == 0 and not (isolated / "envs" / "checked2").exists()
+
+
+def test_quiet_is_one_line_per_result(capsys: pytest.CaptureFixture[str], server: ChannelServer,
+                                      isolated: Path) -> None:
+    pytest.importorskip("torch")
+    code, out, err = create(capsys, "q", "--spec", "minimal", *GPU, "--mirror", server.url, "-q")
+    assert code == 0 and err == "", err
+    assert out == (f"created {isolated / 'envs' / 'q'}: torch 2.13.0 CUDA 13.0 (cuda130), python {PY}: "
+                   "verify SKIPPED: no NVIDIA driver on this machine (not a PASS)\n")
+    code, out, err = run_cli(capsys, "verify", "q", "-q")
+    assert code == 4 and out == "SKIPPED: no NVIDIA driver on this machine (not a PASS)\n" and err == ""
+    code, out, err = create(capsys, "q2", "--spec", "minimal", *GPU, "--mirror", server.url, "-q", "--dry-run")
+    assert code == 0 and err == "" and len(out.splitlines()) == 1
+    assert out.startswith(f"plan for {isolated / 'envs' / 'q2'}: ") and "(dry run: nothing was installed)" in out
+    code, out, err = create(capsys, "q3", "--spec", "minimal", "--mirror", server.url, "-q", "--require-gpu")
+    assert code == 1 and out == ""  # the reason that made it a CPU build, not where the catalogue came from
+    assert "error: no GPU build was selected and --require-gpu was given: no NVIDIA driver found: CPU build" in err
 
 
 def test_sigint_during_install_leaves_nothing(server: ChannelServer, isolated: Path) -> None:

@@ -107,6 +107,11 @@ def test_unreachable_channel_is_one_line_redacted_and_v_shows_the_chain(tmp_path
     assert done.returncode == 1, done.stderr
     line = one_error_one_fix(done.stderr)
     assert "Connection refused" in line and "S3cr3tPassw0rd" not in done.stdout + done.stderr, line
+    fix = done.stderr.split("\nfix: ", 1)[1]  # any mirror URL, the three ways to set it, and the offline route
+    assert "custom mirror http://127.0.0.1:" in fix and "--mirror https://your.mirror/conda" in fix, fix
+    config = Path(os.environ["XDG_CONFIG_HOME"], "envkit", "config.yaml")
+    assert "ENVKIT_MIRROR=URL" in fix and f"'mirror: URL' in {config}" in fix, fix
+    assert "`envkit bundle NAME -o DIR`" in fix and "`envkit create NAME --bundle DIR`" in fix, fix
     verbose = subprocess.run([sys.executable, "-m", "envkit", "-v", *argv], env=dict(os.environ),
                              capture_output=True, text=True, timeout=120)
     assert verbose.returncode == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -181,3 +182,41 @@ def test_bad_input(capsys: pytest.CaptureFixture[str], tmp_path: Path, server: C
     blocker.write_text("keep")
     code, _out, err = run_cli(capsys, "export", "--prefix", str(prefix), "-o", str(blocker / "env.yml"))
     assert code == 1 and "cannot write" in err and blocker.read_text() == "keep"
+
+
+def test_pylock_is_what_uv_installs(capsys: pytest.CaptureFixture[str], server: ChannelServer, isolated: Path,
+                                    tmp_path: Path) -> None:
+    """`export --format pylock` writes PEP 751 pylock.toml of the env's pip packages (the files create
+    installed, with sha256), which the real uv installs into a fresh venv from the loopback index."""
+    import subprocess
+    import sys
+    import tomllib
+
+    uv = Path(sys.executable).with_name("uv")
+    if not uv.exists():
+        pytest.skip(f"no uv next to {sys.executable}: install the test extra (pip install '.[test]')")
+    make(capsys, "src", "--spec", "dl_train", *GPU, "--mirror", server.url)
+    out = tmp_path / "team" / "pylock.toml"
+    out.parent.mkdir()
+    code, _o, err = run_cli(capsys, "export", "src", "--format", "pylock", "-o", str(out))
+    assert code == 0, err
+    assert "pylock.toml names the wheels of datasets, transformers at the mirror" in err  # said, not hidden
+    data = tomllib.loads(out.read_text())
+    assert data["lock-version"] == "1.0" and data["created-by"] == "envkit"
+    assert data["tool"]["envkit"]["conda-lock"] == "envkit.lock"
+    pkgs = {p["name"]: p for p in data["packages"]}
+    assert set(pkgs) == {"transformers", "datasets"} and pkgs["transformers"]["version"] == "4.99.0"
+    wheel = pkgs["transformers"]["wheels"][0]
+    assert wheel["url"].endswith("transformers-4.99.0-py3-none-any.whl") and len(wheel["hashes"]["sha256"]) == 64
+    venv = tmp_path / "venv"
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "UV_CACHE_DIR": str(tmp_path / "uv-cache"),
+           "UV_NO_CONFIG": "1", "UV_PYTHON_DOWNLOADS": "never"}
+    made = subprocess.run([str(uv), "venv", "-q", "--python", sys.executable, str(venv)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert made.returncode == 0, made.stderr
+    done = subprocess.run([str(uv), "pip", "install", "--python", str(venv / "bin" / "python"), "-r", str(out)],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert {"transformers", "datasets"} <= {p.name.split("-")[0] for p in venv.glob("lib/python*/site-packages/*.dist-info")}
+    code, _o, err = run_cli(capsys, "export", "src", "--format", "pylock", "-o", str(tmp_path / "team.toml"))
+    assert code == 2 and "pylock.toml or pylock.NAME.toml" in err  # the name uv and pip recognise

@@ -101,17 +101,37 @@ def test_401_means_credentials_and_output_is_shown_once(capsys: pytest.CaptureFi
     assert code == 1 and "HTTP 401" in err and err.count(marker) <= 1  # quiet: the tail is in the error
 
 
-@pytest.mark.parametrize("engine", ["conda", "micromamba"])
+@pytest.mark.parametrize(("engine", "error_name"), [("conda", "PackagesNotFoundInChannelsError"),
+                                                   ("conda", "PackagesNotFoundError"), ("micromamba", None)],
+                         ids=["conda-26", "conda-24", "micromamba"])
 def test_missing_specs_and_404_are_named(capsys: pytest.CaptureFixture[str], isolated: Path, tmp_path: Path,
-                                         monkeypatch: pytest.MonkeyPatch, engine: str) -> None:
+                                         monkeypatch: pytest.MonkeyPatch, engine: str, error_name: str | None) -> None:
+    """conda 26.7 names a missing package PackagesNotFoundInChannelsError, conda <= 24 PackagesNotFoundError:
+    both name the specs, streamed (text) and under --json (conda's JSON error object)."""
     bindir = tmp_path / "bin"
-    install(bindir, engine, {"mode": "missing", "missing": ["fail-me", "torchx=9"]})
+    install(bindir, engine, {"mode": "missing", "missing": ["fail-me", "torchx=9"],
+                             **({"error_name": error_name} if error_name else {})})
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
-    code, _out, err = create(capsys, "ext", "--spec", "minimal", "--cuda", "cpu", "--engine", engine)
-    assert code == 1 and "not available from the channels: fail-me, torchx=9" in err
+    for extra in ([], ["--json"]):
+        code, _out, err = create(capsys, "ext", "--spec", "minimal", "--cuda", "cpu", "--engine", engine, *extra)
+        assert code == 1 and "not available from the channels: fail-me, torchx=9" in err, err
     install(bindir, engine, {"mode": "404"})
     code, _out, err = create(capsys, "ext", "--spec", "minimal", "--cuda", "cpu", "--engine", engine)
     assert code == 1 and "channel does not exist (HTTP 404)" in err and "--channel" in err
+
+
+def test_an_error_envkit_has_no_rule_for_is_shown_in_condas_words(
+        capsys: pytest.CaptureFixture[str], isolated: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bindir = tmp_path / "bin"
+    install(bindir, "conda", {"mode": "other", "error_name": "CondaFutureSolverError",
+                              "message": "the solver plugin 'rattler' needs conda-rattler-solver >= 0.3"})
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    said = "CondaFutureSolverError: the solver plugin 'rattler' needs conda-rattler-solver >= 0.3"
+    for extra in ([], ["--json"]):  # streamed output, and the quiet JSON path
+        code, _out, err = create(capsys, "ext", "--spec", "minimal", "--cuda", "cpu", "--engine", "conda", *extra)
+        assert code == 1 and f"conda failed (rc 1): {said}" in err, err
+        assert "read the engine's output" in err
+    assert not (isolated / "envs" / "ext").exists()
 
 
 def test_micromamba_argv_and_mamba_exe(capsys: pytest.CaptureFixture[str], isolated: Path, tmp_path: Path,

@@ -156,9 +156,12 @@ def test_fleet_verify_aggregates_pass_skipped_fail(slurm: SlurmCluster, tmp_path
            "n3": {"ENVKIT_TEST_VERIFY": "skip"},
            "n4": {"ENVKIT_TEST_VERIFY": "fail"}}
     slurm.write_node_env(env)
-    code, data = fleet_json("verify", "--python", str(stub))
+    page = tmp_path / "fleet.html"
+    code, data = fleet_json("verify", "--python", str(stub), "--html", str(page))
     rows = {n["node"]: n for n in data["nodes"]}
     assert code == 3 and data["outcome"] == "FAIL", data["summary"]
+    html = page.read_text()  # the same run as a page: one row per node, the slowest named, bars per node
+    assert 'class="verdict FAIL"' in html and "<td>n2 (slowest)</td>" in html and html.count("<svg") == 2
     assert [rows[n]["outcome"] for n in ("n1", "n2", "n3", "n4")] == ["PASS", "PASS", "SKIPPED", "FAIL"]
     assert rows["n4"]["checks"]["training"] == "FAIL"
     assert data["summary"].startswith("FAIL on n4")

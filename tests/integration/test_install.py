@@ -98,6 +98,21 @@ def externally_managed() -> Path:
     return marker
 
 
+@pytest.mark.parametrize("tool", ["pipx", "uv"])
+def test_a_method_whose_tool_is_missing_says_so_and_installs_nothing(tmp_path: Path, tool: str) -> None:
+    if shutil.which(tool, path=SYSTEM_PATH):
+        pytest.skip(f"{tool} is on {SYSTEM_PATH} here")
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {"HOME": str(home), "PATH": SYSTEM_PATH, "LANG": "C.UTF-8"}
+    for extra in ("--dry-run", ""):
+        done = run(f"./install.sh --method={tool} {extra}".strip(), env)
+        assert done.returncode == 1 and "command not found" not in done.stderr, done.stderr
+        assert f"envkit install: error: --method={tool}: {tool} is not on PATH (PATH={SYSTEM_PATH}). " \
+               f"Install {tool} first, or run ./install.sh without --method" in done.stderr, done.stderr
+    assert list(home.iterdir()) == []  # nothing was installed, nothing was half-made
+
+
 def test_readme_first_command_is_the_install_script() -> None:
     assert readme_install_command() == "./install.sh"
     assert "--break-system-packages" not in (REPO / "install.sh").read_text()  # never, not even in a comment
@@ -466,14 +481,23 @@ FRESH = "envkit-qs"
 
 
 @pytest.mark.slow
-def test_the_quickstart_line_on_a_fresh_account_in_a_login_shell(tmp_path: Path) -> None:
-    """Issue 24: a new `useradd -m` account (no ~/.local/bin at login), a login shell, the README's first line
-    verbatim in a fresh copy of the checkout, the local test channel as the mirror: envkit is installed, the
-    environment is created in that same shell, and the next login finds `envkit` on PATH."""
-    if os.geteuid() != 0 or not all(shutil.which(t) for t in ("useradd", "userdel", "runuser")):
-        pytest.skip("needs root and useradd/userdel/runuser to make a fresh account")
+@pytest.mark.parametrize("account", ["user", "root"])
+def test_the_quickstart_line_on_a_fresh_account_in_a_login_shell(tmp_path: Path, account: str) -> None:
+    """Issue 24: a fresh account, a login shell, the README's first line verbatim in a fresh copy of the checkout,
+    the local test channel as the mirror: envkit is installed, the environment is created in that same shell, and
+    the next login finds `envkit` on PATH.
+    user: a new `useradd -m` account, whose /etc/skel ~/.profile adds ~/.local/bin only if it exists at login.
+    root: a fresh root home (a private mount namespace puts an empty folder with Debian's base-files dot.profile and
+    dot.bashrc over /root), whose ~/.profile never adds ~/.local/bin: install.sh appends its one marked line."""
+    if os.geteuid() != 0 or not all(shutil.which(t) for t in ("useradd", "userdel", "runuser", "unshare", "mount")):
+        pytest.skip("needs root and useradd/userdel/runuser/unshare/mount to make a fresh account")
     if not SYSTEM_PY.exists():
         pytest.skip(f"{SYSTEM_PY} does not exist on this machine")
+    skel = Path("/usr/share/base-files")
+    if account == "root" and not (skel / "dot.profile").is_file():
+        pytest.skip("no Debian base-files dot.profile here: a fresh root home cannot be made as Debian makes it")
+    if account == "root" and subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode:
+        pytest.skip("no private mount namespace here (unshare -m)")
     wheels = wheelhouse_for(str(SYSTEM_PY))
     if _py_xy(str(SYSTEM_PY)) != _py_xy(sys.executable):
         pytest.skip(f"{SYSTEM_PY} is not the X.Y of the test python: the test channel's packages would not fit it")
@@ -481,47 +505,68 @@ def test_the_quickstart_line_on_a_fresh_account_in_a_login_shell(tmp_path: Path)
     from testbed.pipindex import build_pip_indexes
     from testbed.server import ChannelServer
 
-    user = f"{FRESH}{os.getpid() % 100000}"
-    subprocess.run(["userdel", "-r", user], capture_output=True)  # a leftover of a killed run
-    subprocess.run(["useradd", "-m", "-s", "/bin/bash", user], check=True, capture_output=True)
+    user = f"{FRESH}{os.getpid() % 100000}" if account == "user" else "root"
     stack = contextlib.ExitStack()
-    try:
+    if account == "user":
+        subprocess.run(["userdel", "-r", user], capture_output=True)  # a leftover of a killed run
+        subprocess.run(["useradd", "-m", "-s", "/bin/bash", user], check=True, capture_output=True)
         home = Path(subprocess.run(["runuser", "-l", user, "-c", "echo $HOME"], capture_output=True, text=True,
                                    check=True).stdout.strip())
+    else:
+        home = tmp_path / "root-home"
+        home.mkdir(mode=0o700)
+        shutil.copy(skel / "dot.profile", home / ".profile")
+        if (skel / "dot.bashrc").is_file():
+            shutil.copy(skel / "dot.bashrc", home / ".bashrc")
+
+    def login(command: str, timeout: int) -> subprocess.CompletedProcess[str]:
+        if account == "user":
+            argv = ["runuser", "-l", user, "-c", command]
+        else:  # a login shell of root whose /root is the fresh home, in a mount namespace of its own
+            argv = ["unshare", "-m", "--", "sh", "-c", 'mount --bind "$1" /root && exec runuser -l root -c "$2"',
+                    "sh", str(home), command]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+
+    try:
         assert not (home / ".local/bin").exists()
         clone, house = home / "envkit", home / "wheels"
         shutil.copytree(REPO, clone, ignore=shutil.ignore_patterns(".git", ".venv*", "__pycache__", "*.egg-info",
                                                                    ".mypy_cache", ".pytest_cache", "build", "dist"))
         shutil.copytree(wheels, house)
-        subprocess.run(["chown", "-R", f"{user}:{user}", str(clone), str(house)], check=True)
         site = test_venv_site()  # the env's torch (CPU) is the test venv's: the new account must be able to read it
-        if subprocess.run(["runuser", "-u", user, "--", "test", "-r", site[0]], capture_output=True).returncode:
-            pytest.skip(f"{site[0]} is not readable by a new account here (its checkout sits in a private folder)")
+        if account == "user":
+            subprocess.run(["chown", "-R", f"{user}:{user}", str(clone), str(house)], check=True)
+            if subprocess.run(["runuser", "-u", user, "--", "test", "-r", site[0]], capture_output=True).returncode:
+                pytest.skip(f"{site[0]} is not readable by a new account here (its checkout sits in a private folder)")
         # the test channel, with a python stand-in the new account can run (the system python, same X.Y)
         bed = tmp_path / "bed"
         build_testbed(bed, host_site=site, interpreter=SYSTEM_PY.resolve())
         build_pip_indexes(bed)
         # offline: install.sh's pip finds envkit's dependencies in the wheelhouse; the mirror is the test channel
         server = stack.enter_context(ChannelServer(bed))
-        setup = (f"export PIP_CONFIG_FILE=/dev/null PIP_FIND_LINKS={shlex.quote(str(house))} "
+        setup = (f"export PIP_CONFIG_FILE=/dev/null PIP_FIND_LINKS={shlex.quote(str(Path('~') / house.relative_to(home)))} "
                  f"PIP_INDEX_URL={shlex.quote(server.url + '/pypi/simple')} PIP_DISABLE_PIP_VERSION_CHECK=1 "
-                 f"ENVKIT_MIRROR={shlex.quote(server.url)}; cd {shlex.quote(str(clone))} && ")
-        first = subprocess.run(["runuser", "-l", user, "-c", setup + readme_quickstart()], capture_output=True,
-                               text=True, timeout=600)
+                 f"ENVKIT_MIRROR={shlex.quote(server.url)}; cd ~/envkit && ").replace("'~/", "~/'")
+        first = login(setup + readme_quickstart(), 600)
         said = first.stdout + first.stderr
         assert first.returncode == 0, said
-        assert "your ~/.profile adds it at your next login" in first.stderr, said
+        if account == "user":
+            assert "your ~/.profile adds it at your next login" in first.stderr, said
+            assert "envkit install.sh" not in (home / ".profile").read_text()  # the stock profile already does
+        else:
+            assert "added one line to ~/.profile so that your next login has it on PATH" in first.stderr, said
+            assert (home / ".profile").read_text().count("# envkit install.sh:") == 1
         assert "running: envkit create dl_train --cuda auto" in first.stdout, said
         assert "CPU build" in first.stdout, said  # no GPU here: --cuda auto planned a CPU build, and said so
         assert (home / ".local/bin/envkit").is_file()
         # the next login: ~/.profile puts ~/.local/bin on PATH, envkit is found and lists the new env
-        second = subprocess.run(["runuser", "-l", user, "-c", "command -v envkit && envkit list --json"],
-                                capture_output=True, text=True, timeout=120)
+        second = login("command -v envkit && envkit list --json", 120)
         assert second.returncode == 0, second.stdout + second.stderr
-        assert second.stdout.splitlines()[0] == str(home / ".local/bin/envkit")
+        assert second.stdout.splitlines()[0] == ("/root" if account == "root" else str(home)) + "/.local/bin/envkit"
         listed = json.loads(second.stdout.split("\n", 1)[1])
         assert "dl_train" in {e["name"] for e in listed["environments"]}
     finally:
         stack.close()
-        subprocess.run(["pkill", "-u", user], capture_output=True)
-        subprocess.run(["userdel", "-r", user], capture_output=True)
+        if account == "user":
+            subprocess.run(["pkill", "-u", user], capture_output=True)
+            subprocess.run(["userdel", "-r", user], capture_output=True)

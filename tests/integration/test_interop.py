@@ -88,6 +88,8 @@ def test_explicit_and_lock_bring_back_gpu_build_pip_and_variables(
     code, _o, err = run_cli(capsys, "export", "src", "--format", fmt, "-o", str(out))
     assert code == 0, err
     text = out.read_text()
+    # conda + conda-lockfiles installs a lock's conda part only: said when the lock holds more
+    assert ("conda + conda-lockfiles installs only the conda packages" in err) == (fmt == "lock")
     if fmt == "explicit":
         side = tmp_path / "team.explicit.envkit.yml"
         assert f"# envkit-sidecar: {side.name}" in text and side.is_file()
@@ -100,7 +102,9 @@ def test_explicit_and_lock_bring_back_gpu_build_pip_and_variables(
         assert lock["environments"]["default"]["variables"] == {"OMP_NUM_THREADS": "8"}
         assert {p["name"] for p in lock["packages"] if "pypi" in p} >= {"transformers", "datasets"}
         pypi = next(p for p in lock["packages"] if p.get("name") == "transformers")
-        assert pypi["pypi"].endswith(".whl") and re.fullmatch(r"[0-9a-f]{64}", pypi["sha256"])
+        # the mirror served the wheel: the lock names PyPI's page (the mirror is applied again at install)
+        assert pypi["pypi"] == "https://pypi.org/simple/transformers/" and re.fullmatch(r"[0-9a-f]{64}", pypi["sha256"])
+        assert server.url not in text
         args = ["--lock", str(out)]
     gpu_less(monkeypatch)
     code, _o, err = run_cli(capsys, "create", "copy", *args, "--mirror", server.url, "--no-verify", "-q")
@@ -383,3 +387,133 @@ def test_lock_pins_wheels_from_a_credentialed_index_and_names_what_it_cannot(
         assert code == 1 and not strict.exists()
         assert "osx-arm64: pip line 'linuxonly' cannot be locked" in err and "without --strict" in err
         assert st.password not in err and secret_b64 not in err
+
+
+def rattler_records(path: Path) -> list:  # type: ignore[type-arg]
+    """The lock as rattler (the reader pixi uses) reads it: the reader of record for envkit's locks."""
+    rattler = pytest.importorskip("rattler")
+    env = rattler.LockFile.from_path(str(path)).default_environment()
+    return [r for plat in env.platforms() for r in env.conda_repodata_records_for_platform(plat) or []]
+
+
+def test_rattler_reads_every_v6_lock_of_a_file_channel(capsys: pytest.CaptureFixture[str], testbed,  # noqa: ANN001
+                                                      isolated: Path, tmp_path: Path) -> None:
+    """rattler derives channel and subdir from an http(s) URL only: a file:// channel's entries carry both
+    (or rattler refuses the file: `missing field/fields 'subdir'`), in all three v6 locks envkit writes."""
+    local = testbed.url("conda-forge")
+    assert local.startswith("file://")
+    code, _o, err = run_cli(capsys, "create", "loc", "--spec", "minimal", *GPU, "--python", PY, "--channel", local,
+                            "--no-verify", "-q")
+    assert code == 0, err
+    exported = tmp_path / "export.lock"
+    assert run_cli(capsys, "export", "loc", "--format", "lock", "-o", str(exported))[0] == 0
+    env = tmp_path / "environment.yml"
+    env.write_text(f"name: loc\nchannels: [{local}]\ndependencies: [python={PY}, pytorch=2.13.0=*cuda*, "
+                   "cuda-version=13.0]\n")
+    solved = tmp_path / "solved.lock"
+    code, _o, err = run_cli(capsys, "lock", "--file", str(env), "--no-adapt", "--platform", "linux-64", *GPU,
+                            "-o", str(solved))
+    assert code == 0, err
+    bundle = tmp_path / "bundle"
+    code, _o, err = run_cli(capsys, "bundle", "--lock", str(exported), "-o", str(bundle))
+    assert code == 0, err
+    for lock in (exported, solved, bundle / "source.lock"):
+        assert lock.read_text().startswith("version: 6\n"), lock
+        records = rattler_records(lock)
+        assert {r.name.normalized for r in records} >= {"python", "pytorch", "cuda-version"}, lock
+        for record in records:
+            assert record.channel == local.rstrip("/") + "/", (lock, record)
+            assert record.subdir == record.url.rsplit("/", 2)[1] and record.subdir in ("linux-64", "noarch")
+    code, _o, err = run_cli(capsys, "create", "again", "--lock", str(exported), "--no-verify", "-q")
+    assert code == 0, err  # envkit reads what rattler reads
+    assert torch_build(isolated / "envs" / "again") == torch_build(isolated / "envs" / "loc")
+
+
+@pytest.mark.parametrize("fmt", ["lock", "explicit"])
+def test_a_lock_refused_by_an_external_engine_prints_fixes_that_work(
+        capsys: pytest.CaptureFixture[str], testbed, isolated: Path, tmp_path: Path,  # noqa: ANN001
+        fmt: str) -> None:
+    """`create --lock F --engine conda`: plain conda reads a lock as a spec list (an empty env), so the fix
+    names envkit's own command (run here as printed) and, for conda, conda-lockfiles' env spec."""
+    import shlex
+
+    code, _o, err = run_cli(capsys, "create", "loc", "--spec", "minimal", *GPU, "--python", PY, "--channel",
+                            testbed.url("conda-forge"), "--no-verify", "-q")
+    assert code == 0, err
+    shared = tmp_path / f"team.{fmt}"
+    assert run_cli(capsys, "export", "loc", "--format", fmt, "-o", str(shared))[0] == 0
+    flag = "--lock" if fmt == "lock" else "--file"
+    code, _o, err = run_cli(capsys, "create", "copy", flag, str(shared), "--engine", "conda", "--no-verify")
+    assert code == 2 and f"is installed by the embedded engine, not --engine conda" in err, err
+    fix = " ".join(err.split())  # the fix may wrap
+    prefix = isolated / "envs" / "copy"
+    if fmt == "lock":
+        assert (f"conda install -n base conda-lockfiles, then conda env create -p {prefix} --file {shared} "
+                "--env-spec rattler-lock-v6") in fix
+    else:
+        assert f"with plain conda, the conda packages only: conda create -p {prefix} --file {shared}" in fix
+    ours = re.search(r"drop --engine: (envkit create \S+ --\w+ \S+)", fix)
+    assert ours, fix
+    code, _o, err = run_cli(capsys, *shlex.split(ours.group(1))[1:], "--no-verify", "-q")
+    assert code == 0, err  # the envkit command works as printed
+    assert torch_build(prefix) == torch_build(isolated / "envs" / "loc")
+
+
+def test_a_lock_of_a_mirrored_env_installs_through_another_mirror(
+        capsys: pytest.CaptureFixture[str], testbed, isolated: Path, tmp_path: Path,  # noqa: ANN001
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every URL in a lock or explicit file is canonical: with the mirror the env was made through stopped,
+    a teammate behind another mirror installs both (conda and PyPI parts) with `--mirror OTHER`."""
+    with ChannelServer(testbed.root) as first:
+        code, _o, err = run_cli(capsys, "create", "src", "--spec", "dl_train", *GPU, "--python", PY, "--mirror",
+                                first.url, "--no-verify", "-q")
+        assert code == 0, err
+        lock, explicit = tmp_path / "team.lock", tmp_path / "team.txt"
+        assert run_cli(capsys, "export", "src", "--format", "lock", "-o", str(lock))[0] == 0
+        assert run_cli(capsys, "export", "src", "--format", "explicit", "-o", str(explicit))[0] == 0
+        gone = first.url
+    for shared in (lock, explicit, tmp_path / "team.txt.envkit.yml"):
+        assert gone.split("://")[1] not in shared.read_text(), shared  # no URL of the first mirror anywhere
+    gpu_less(monkeypatch)
+    with ChannelServer(testbed.root) as other:
+        assert other.url != gone
+        for name, args in (("bylock", ["--lock", str(lock)]), ("byfile", ["--file", str(explicit)])):
+            code, _o, err = run_cli(capsys, "create", name, *args, "--mirror", other.url, "--no-verify", "-q")
+            assert code == 0, err
+            assert builds(isolated / "envs" / name) == builds(isolated / "envs" / "src")
+            assert {"transformers", "datasets"} <= pip_names(isolated / "envs" / name)
+
+
+def test_a_private_index_stays_the_index_in_every_export(capsys: pytest.CaptureFixture[str], testbed,  # noqa: ANN001
+                                                        isolated: Path, tmp_path: Path) -> None:
+    """An env whose pip section came from a private --index-url exports it as --index-url (an extra index
+    would let a public package of the same name win), without its credentials and with a note."""
+    from testbed.pipindex import build_wheel, write_simple_index
+
+    write_simple_index(tmp_path / "private" / "simple", [build_wheel(tmp_path / "wheels", "corp-utils", "1.2.0")])
+    with ChannelServer(tmp_path / "private") as private:
+        st = private.state
+        st.auth = "basic"
+        host = private.url.split("://")[1]
+        env = tmp_path / "environment.yml"
+        env.write_text(yaml.safe_dump({"name": "corp", "channels": [testbed.url("conda-forge")], "dependencies": [
+            f"python={PY}", "pip", {"pip": [f"--index-url http://{st.user}:{st.password}@{host}/simple",
+                                            "corp-utils"]}]}))
+        code, _o, err = run_cli(capsys, "create", "corp", "--file", str(env), "--no-adapt", "--no-verify", "-q")
+        assert code == 0, err
+        code, out, err = run_cli(capsys, "export", "corp")
+        assert code == 0, err
+        pip = next(d["pip"] for d in yaml.safe_load(out)["dependencies"] if isinstance(d, dict))
+        assert pip == [f"--index-url http://{host}/simple", "corp-utils==1.2.0"]
+        assert f"kept the env's pip index (--index-url http://{host}/simple), written without credentials" in err
+        assert "PIP_INDEX_URL" in err
+        assert f"private index only (--index-url http://{host}/simple" in out
+        code, out, err = run_cli(capsys, "export", "corp", "--format", "lock")
+        assert code == 0, err
+        assert yaml.safe_load(out)["environments"]["default"]["indexes"] == [f"http://{host}/simple"]
+        for text in (out, err):
+            assert st.password not in text and f"{st.user}:" not in text
+        from envkit.lock.file import current_platform, parse_lock, pip_lines
+
+        locked = parse_lock(out)
+        assert pip_lines(locked, locked.platform(current_platform()))[0] == f"--index-url http://{host}/simple"

@@ -9,14 +9,16 @@ and documentation:
   micromamba prints the same keys);
 - failures: conda's `CondaHTTPError: HTTP 401 UNAUTHORIZED for url <...>` with its "invalid
   credentials" paragraph, `UnavailableInvalidChannel: HTTP 404 NOT FOUND for channel ...`,
-  `PackagesNotFoundError: The following packages are not available from current channels:` + `  - spec`
-  (as text, or as the JSON error object under --json); micromamba's `critical libmamba ...` lines,
+  `PackagesNotFoundInChannelsError: The following packages are not available from current channels:` +
+  `  - spec` (conda 25+/26.7's name; `"error_name": "PackagesNotFoundError"` gives the older one), as
+  text or as the JSON error object under --json; mode "other": any `Name: message` error envkit has no
+  rule for; micromamba's `critical libmamba ...` lines,
   `Download error (22) ... The requested URL returned error: 401` and
   `└─ spec does not exist (perhaps a typo or a missing channel).`
 - a successful create writes conda-meta/<name>-<version>-<build>.json records and conda-meta/history.
 
 The behaviour of one test is set in `scenario.json` next to the script: {"mode": "ok" | "401" | "404" |
-"missing", "plan": [records], "missing": [specs]}.
+"missing" | "other", "plan": [records], "missing": [specs], "error_name": str, "message": str}.
 """
 
 from __future__ import annotations
@@ -92,15 +94,20 @@ if mode == "missing":
              "    The following package could not be installed\n"
              + "".join("    └─ " + m + " does not exist (perhaps a typo or a missing channel).\n" for m in missing)
              + "critical libmamba Could not solve for environment specs\n", {"success": False})
+    name = scenario.get("error_name", "PackagesNotFoundInChannelsError")  # conda 26.7's; older: ...NotFoundError
     text = ("Channels:\n - conda-forge\nPlatform: linux-64\nCollecting package metadata (repodata.json): done\n"
             "Solving environment: failed\n\n"
-            "PackagesNotFoundError: The following packages are not available from current channels:\n\n"
+            + name + ": The following packages are not available from current channels:\n\n"
             + "".join("  - " + m + "\n" for m in missing)
             + "\nCurrent channels:\n\n  - " + url + "\n\n"
             "To search for alternate channels that may provide the conda package you're\nlooking for, navigate to\n\n"
             "    https://anaconda.org\n\nand use the search bar at the top of the page.\n")
-    fail(text, {"error": "PackagesNotFoundError: ...", "exception_name": "PackagesNotFoundError",
+    fail(text, {"error": text.split("\n\n", 1)[1].split("\n")[0], "exception_name": name,
                 "packages": missing, "channel_urls": [url]})
+if mode == "other":  # an error envkit has no rule for: conda's own `Name: message` line and JSON
+    name, message = scenario["error_name"], scenario["message"]
+    fail("Channels:\n - conda-forge\nPlatform: linux-64\n\n" + name + ": " + message + "\n",
+         {"error": name + ": " + message, "exception_name": name})
 
 plan = scenario.get("plan", [])
 if "--dry-run" in args:

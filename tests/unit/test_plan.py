@@ -9,7 +9,7 @@ import pytest
 
 from envkit.engines.base import CreateOptions, Timer
 from envkit.errors import EngineError, UsageError
-from envkit.models import Request
+from envkit.models import Request, Selection
 from envkit.plan import Prepared, envfile_as_is, is_explicit, prepare, recreate_envfile, recreate_source
 
 SIMULATED_H200 = {"driver_version": "580.65.06", "compute_capabilities": ("9.0",)}
@@ -65,3 +65,28 @@ def test_an_explicit_file_names_its_channels(tmp_path: Path) -> None:
     envfile, locked = recreate_envfile("x", explicit, "explicit")
     assert locked is None and envfile.name == "x" and envfile.dependencies == ()
     assert envfile.channels == ("https://conda.anaconda.org/conda-forge",)
+
+
+def _selection(cuda: str | None, variant: str, mvc: bool = False, python: str = "3.12",
+               reasons: tuple[str, ...] = ()) -> Selection:
+    return Selection("conda-forge", "2.13.0", None, None, cuda, python, variant, (), ("conda-forge",),
+                     reasons=reasons, minor_version_compat=mvc)
+
+
+def test_differences_name_each_place_the_install_differs_from_the_request() -> None:
+    from envkit.plan import differences
+
+    assert differences(Request(cuda="13.0"), _selection("13.0", "cuda130")) == ()
+    assert differences(Request(cuda="cpu"), _selection(None, "cpu")) == ()  # asked for, not a difference
+    (mvc,) = differences(Request(cuda="12.4"), _selection("12.9", "cuda129", mvc=True))
+    assert mvc.startswith("--cuda 12.4 is the driver's CUDA level, not a CUDA line: CUDA 12.9 builds (cuda129)")
+    assert "minor version compatibility" in mvc and "envkit detect --catalogue --cuda 12.4" in mvc
+    (below,) = differences(Request(cuda="12.8"), _selection("12.6", "cu126"))
+    assert "the newest build at or below 12.8" in below
+    (cpu,) = differences(Request(), _selection(None, "cpu", reasons=(
+        "static data (no catalogue available: offline)",
+        "no NVIDIA driver found: CPU build (plan for a GPU machine with --cuda X.Y)")))
+    assert cpu == ("a CPU build is installed (no NVIDIA driver found); to build for a GPU machine from here pass "
+                   "--cuda X.Y (its driver's CUDA level) or --driver-version VER")
+    assert differences(Request(python="3.11"), _selection("13.0", "cuda130", python="3.11")) == ()
+    assert differences(Request(), None) == ()

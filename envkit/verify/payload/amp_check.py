@@ -5,7 +5,8 @@ Imports only the standard library and torch (1.13 through the newest). Reads one
 whenever it could report (the verdict is envkit's to draw from the checks).
 
 Checks (issue #5): build, driver, architecture, autocast dtypes, GradScaler, fp32-vs-AMP training,
-speed/memory/TFLOP/s, and with several GPUs an NCCL all-reduce plus one DDP + AMP step.
+speed/memory/TFLOP/s, FP8 matmuls on compute capability >= 8.9
+(issue 25), and with several GPUs an NCCL all-reduce plus one DDP + AMP step.
 Sources: PyTorch AMP docs (https://pytorch.org/docs/stable/amp.html: autocast op lists, GradScaler
 semantics) and the AMP examples (https://pytorch.org/docs/stable/notes/amp_examples.html: the
 scale -> backward -> unscale_ -> clip -> step -> update order).
@@ -510,6 +511,116 @@ def check_tflops(torch, dev):
                  + " TFLOP/s", {"n": n, "tflops": results}, t.elapsed, dev)
 
 
+FP8_MAX_REL_ERR = 0.1  # e4m3 has a 3-bit mantissa: about 0.04 measured on an H200 (anchors-2026.md 3.3)
+FP8_E4M3_MAX = 448.0  # the largest finite float8_e4m3fn (OCP FP8 spec)
+FP8_REF_ROWS = 256  # rows checked against a float64 reference (cheap on GPUs with slow fp64)
+
+
+def fp8_gate(cc, has_scaled_mm, torch_version):
+    """Why FP8 is not tried here, or None. The capability is only the gate; running the matmul is the proof
+    (an MI250 reports 9.0 and fails in _scaled_mm: anchors-2026.md 3.2)."""
+    if tuple(cc) < (8, 9):
+        return "compute capability %d.%d < 8.9: no FP8 tensor cores (Ada 8.9, Hopper 9.0 and newer)" % tuple(cc)
+    if not has_scaled_mm:
+        return "torch %s has no torch._scaled_mm (PyTorch >= 2.1)" % torch_version
+    return None
+
+
+def fp8_verdict(results, bf16):
+    """(status, explanation) of the FP8 matmuls: information, FAIL only when non-finite or grossly wrong."""
+    ran = {k: r for k, r in results.items() if "error" not in r}
+    bad = [k for k, r in ran.items() if not r.get("finite")]
+    if bad:
+        return "fail", "FP8 %s matmul gave non-finite values" % " and ".join(bad)
+    wrong = [k for k, r in ran.items() if not r.get("rel_err", 1.0) <= FP8_MAX_REL_ERR]
+    if wrong:
+        return "fail", "FP8 %s matmul is grossly wrong: relative error %s (bar %g)" % (
+            " and ".join(wrong), ", ".join("%.3g" % ran[k].get("rel_err", float("nan")) for k in wrong), FP8_MAX_REL_ERR)
+    if not ran:
+        return "warn", "torch._scaled_mm raised for every recipe: %s" % "; ".join(
+            "%s: %s" % (k, r["error"]) for k, r in results.items())
+    parts = []
+    for k, r in ran.items():
+        speed = " (%.2fx bf16)" % (r["tflops"] / bf16["tflops"]) if bf16.get("tflops") else ""
+        parts.append("%s %.0f TFLOP/s%s, rel. error %.2g" % (k, r["tflops"], speed, r["rel_err"]))
+    failed = ["%s raised: %s" % (k, r["error"]) for k, r in results.items() if "error" in r]
+    text = "FP8 e4m3 torch._scaled_mm %s; bf16 %.0f TFLOP/s, rel. error %.2g" % (
+        "; ".join(parts), bf16.get("tflops") or 0, bf16.get("rel_err") or 0)
+    return ("warn" if failed else "pass"), text + ("; " + "; ".join(failed) if failed else "")
+
+
+def _rel_err(torch, out, ref):
+    diff = out[:FP8_REF_ROWS].double() - ref
+    return float(torch.linalg.norm(diff) / torch.linalg.norm(ref))
+
+
+def fp8_matmuls(torch, device, n, time_ms):
+    """bf16 and FP8 e4m3 (tensorwise, rowwise) n^3 GEMMs: TFLOP/s and relative error against float64.
+
+    `time_ms(fn)` times one call (CUDA events on a GPU); a recipe this torch cannot run is recorded, not raised."""
+    gen = torch.Generator(device=device).manual_seed(0)
+    a = torch.randn(n, n, device=device, generator=gen)
+    b = torch.randn(n, n, device=device, generator=gen)
+    ref = a[:FP8_REF_ROWS].double() @ b.double()
+    flops = 2 * n ** 3
+    a16, b16 = a.bfloat16(), b.bfloat16()
+    ms = time_ms(lambda: a16 @ b16)
+    bf16 = {"tflops": round(flops / (ms / 1e3) / 1e12, 3), "rel_err": round(_rel_err(torch, a16 @ b16, ref), 6)}
+    e4m3 = torch.float8_e4m3fn
+    recipes = {
+        "tensorwise": (a.abs().max().reshape(()) / FP8_E4M3_MAX, b.abs().max().reshape(()) / FP8_E4M3_MAX),
+        "rowwise": (a.abs().amax(dim=1, keepdim=True) / FP8_E4M3_MAX, b.abs().amax(dim=0, keepdim=True) / FP8_E4M3_MAX),
+    }
+    results = {}
+    for name, (sa, sb) in recipes.items():
+        try:
+            a8 = (a / sa).to(e4m3)
+            b8 = (b / sb).to(e4m3).t().contiguous().t()  # mat2 column-major (aten Blas.cpp)
+            sa, sb = sa.float().contiguous(), sb.float().contiguous()
+
+            def mm(a8=a8, b8=b8, sa=sa, sb=sb):
+                got = torch._scaled_mm(a8, b8, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
+                return got[0] if isinstance(got, tuple) else got  # torch 2.1-2.3 also returned amax
+
+            out = mm()
+            ms = time_ms(mm)
+            results[name] = {"finite": bool(torch.isfinite(out).all()), "rel_err": round(_rel_err(torch, out, ref), 6),
+                             "tflops": round(flops / (ms / 1e3) / 1e12, 3)}
+        except Exception as exc:  # an unsupported recipe or signature in this torch: information
+            if _is_oom(exc):
+                raise
+            results[name] = {"error": (str(exc).strip().splitlines() or [""])[0][:200]}
+    return bf16, results
+
+
+def check_fp8(torch, dev):
+    """tensorwise and rowwise FP8 e4m3 GEMMs (torch._scaled_mm) against bf16, checked against float64."""
+    cc = torch.cuda.get_device_capability(dev)
+    reason = fp8_gate(cc, hasattr(torch, "_scaled_mm") and hasattr(torch, "float8_e4m3fn"), torch.__version__)
+    if reason:
+        return check("fp8", "skip", reason, {"compute_capability": "%d.%d" % cc}, 0.0, dev)
+    # 16-aligned, and M a multiple of 256 (rowwise invalid access otherwise: pytorch/pytorch#133334)
+    n = 8192 if _free_memory(torch, dev) > 8 * 2 ** 30 else 4096
+    with Timer() as t:
+        try:
+            with warnings.catch_warnings():  # a deprecation of the private _scaled_mm is ours, not the env's
+                warnings.simplefilter("ignore", FutureWarning)
+                warnings.simplefilter("ignore", DeprecationWarning)
+                bf16, results = fp8_matmuls(torch, "cuda:%d" % dev, n,
+                                            lambda fn: _time_steps(torch, dev, fn, warmup=3, reps=20))
+        except Exception as exc:  # information, not a gate: only wrong numbers FAIL (out of memory: guarded warns)
+            if _is_oom(exc):
+                raise
+            return check("fp8", "warn", "the FP8 check could not run: %s: %s" % (
+                type(exc).__name__, (str(exc).strip().splitlines() or [""])[0][:200]), {"n": n},
+                         time.perf_counter() - t.start, dev)
+        finally:
+            torch.cuda.empty_cache()
+    status, text = fp8_verdict(results, bf16)
+    values = {"n": n, "bf16": bf16, "results": results, "max_rel_err": FP8_MAX_REL_ERR}
+    return check("fp8", status, "%d^3: %s" % (n, text), values, t.elapsed, dev)
+
+
 def check_cpu(torch):
     with Timer() as t:
         autocast, _ = amp_api(torch)
@@ -653,6 +764,7 @@ def run(options):
                 guarded(check_speed, "speed", torch, dev, autocast, grad_scaler, device=dev)
                 guarded(check_memory, "memory", torch, dev, autocast, grad_scaler, device=dev)
                 guarded(check_tflops, "matmul_tflops", torch, dev, device=dev)
+                guarded(check_fp8, "fp8", torch, dev, device=dev)
         if options.get("all_gpus") and count > 1:
             guarded(check_multi_gpu, "multi_gpu", torch, count)
     report["checks"] = CHECKS

@@ -55,3 +55,51 @@ def test_bash_loads_the_script_and_completes_verbs_and_env_names(capsys: pytest.
     env.update(COMP_WORDS="envkit doctor dl", COMP_CWORD="2")
     names = subprocess.run([_installed()], env=env, capture_output=True, text=True, timeout=60)
     assert "plain,dl_train" in names.stdout.splitlines()
+
+
+def completions(*words: str) -> list[tuple[str, str | None]]:
+    """What click's completion offers after `envkit WORDS...` for the last, incomplete word (in-process)."""
+    from click.shell_completion import ShellComplete
+
+    from envkit.cli import cli
+
+    *args, incomplete = words
+    return [(item.value, item.help) for item in ShellComplete(cli, {}, "envkit", "_ENVKIT_COMPLETE")
+            .get_completions(args, incomplete)]
+
+
+def test_every_verb_that_takes_a_name_completes_envs_or_specs(monkeypatch: pytest.MonkeyPatch,
+                                                              tmp_path: Path) -> None:
+    """Walks the live tree: every NAME or SPEC argument completes something, environments where the verb
+    reads one, specs where it builds one, both for bundle."""
+    import click
+
+    from envkit.cli import cli
+
+    home = tmp_path / "envkit-home"
+    (home / "envs" / "mine" / "conda-meta").mkdir(parents=True)
+    monkeypatch.setenv("ENVKIT_HOME", str(home))
+    builds = {("create",), ("render",), ("lock",), ("fleet", "create")}
+
+    def walk(command: click.Command, path: tuple[str, ...] = ()):  # type: ignore[no-untyped-def]
+        if isinstance(command, click.Group):
+            for name, sub in command.commands.items():
+                yield from walk(sub, (*path, name))
+        else:
+            yield path, command
+
+    checked = 0
+    for path, command in walk(cli):
+        if not any(isinstance(p, click.Argument) and p.name in ("name", "spec") for p in command.params):
+            continue
+        offered = {value for value, _help in completions(*path, "")}
+        if path == ("bundle",):
+            assert {"mine", "minimal"} <= offered, offered
+        elif path in builds:
+            assert "minimal" in offered and "mine" not in offered, (path, offered)
+        else:
+            assert "mine" in offered and "minimal" not in offered, (path, offered)
+        checked += 1
+    assert checked >= 12
+    assert completions("create", "mi") == [("minimal", "spec")] and completions("remove", "mi") == [
+        ("mine", "environment")]

@@ -126,3 +126,16 @@ def test_detect_shows_the_pytorch_index_mirror_render_writes(capsys: pytest.Capt
     monkeypatch.setenv("ENVKIT_CONFIG", str(config))
     code, data = cli_json(capsys, "detect", "--json", *machine)
     assert code == 0 and data["selection"]["pip_index_url"] == "https://mirror.corp/whl/cu130"
+
+
+def test_detect_fits_80_columns_and_every_reason_reads_whole(capsys: pytest.CaptureFixture[str],
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    machine = ("detect", "--driver-version", "535.104.05", "--compute-capability", "8.0", "--flavor", "pip")
+    code, data = cli_json(capsys, *machine, "--json")
+    assert code == 0
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _ = run_cli(capsys, *machine)
+    assert code == 0 and max(len(line) for line in out.splitlines()) <= 80, out
+    flowing = " ".join(out.split())  # wrapped at spaces, with the reasons' later lines indented under them
+    long_reasons = [r for r in data["selection"]["reasons"] if len(r) > 76]
+    assert long_reasons and all(" ".join(r.split()) in flowing for r in data["selection"]["reasons"])

@@ -96,3 +96,40 @@ def test_a_good_value_reaches_the_command(verb: str, tmp_path: Path, monkeypatch
     monkeypatch.setattr(command, "callback", lambda **_kw: started.append(verb))
     code = _run([*verb.split(), *required_args(command, tmp_path), "--cuda", "12.4"])
     assert code == 0 and started == [verb], capsys.readouterr().err
+
+
+@pytest.mark.parametrize("verb", ["lock", "export"])
+def test_lock_version_help_says_which_reader_wants_which(verb: str) -> None:
+    """conda-lockfiles 0.2 validates version 6 only; pixi >= 0.68 writes and expects 7: the help says so."""
+    from click.testing import CliRunner
+
+    result = CliRunner().invoke(cli, [verb, "--help"], terminal_width=400)
+    assert result.exit_code == 0
+    text = " ".join(result.output.split())
+    assert "6 for conda + conda-lockfiles 0.2 (reads 6 only) and pixi < 0.68; 7 for pixi >= 0.68" in text
+    assert "envkit create --lock reads both" in text
+
+
+def test_an_option_name_means_the_same_on_every_verb_it_appears_on() -> None:
+    """Option parity over the live tree: the same --long name is a flag (or takes a value), repeats, has the
+    same short alias and the same ENVKIT_* default on every verb, and a short alias stands for one --long
+    name everywhere (-q is --quiet, -o --output); a verb added later is held to the verbs already there."""
+    seen: dict[str, dict[tuple[object, ...], list[str]]] = {}
+    shorts: dict[str, set[str]] = {}
+    for path, command in walk(cli):
+        for param in command.params:
+            if not isinstance(param, click.Option):
+                continue
+            short = tuple(sorted(o for o in (*param.opts, *param.secondary_opts) if not o.startswith("--")))
+            for name in (o for o in param.opts if o.startswith("--")):
+                shape = (param.is_flag, param.multiple, short, param.envvar)
+                seen.setdefault(name, {}).setdefault(shape, []).append(" ".join(path))
+                for alias in short:
+                    shorts.setdefault(alias, set()).add(name)
+    differing = {name: shapes for name, shapes in seen.items() if len(shapes) > 1}
+    assert not differing, differing
+    assert {alias: names for alias, names in shorts.items() if len(names) > 1} == {}
+    assert seen["--json"] and seen["--quiet"] and seen["--prefix"]  # the walk saw the shared options
+    # one name for "an environment.yml to start from": render's --from is also --file, as on create and lock
+    assert {"render", "create", "lock", "bundle", "fleet create"} <= {v for verbs in seen["--file"].values()
+                                                                      for v in verbs}

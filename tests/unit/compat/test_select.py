@@ -183,3 +183,30 @@ def test_audit_2_14_is_2_14_0_on_pip() -> None:
 def test_audit_kepler_runs_conda_forge_cuda_11_8() -> None:
     sel = select(m("470.82.01", "3.5"), Request())  # conda-forge 11.8 builds list sm_35 (audit AL12)
     assert (sel.torch, sel.variant) == ("2.5.1", "cuda118") and sel.minor_version_compat
+
+
+def test_catalogue_says_highest_only_of_the_variant_select_takes() -> None:
+    """detect --catalogue on a CUDA 13.0 driver: cuda129 is usable but not "the highest variant <= 13.0"."""
+    from envkit.compat.select import offers
+
+    machine = m("580.65.06", "9.0", cuda="13.0")
+    rows = {(r["torch"], r["variant"]): r for r in offers(machine, Request(), None)}
+    picked = select(machine, Request(torch="2.13"))
+    assert picked.variant == "cuda130"
+    assert rows[("2.13.0", "cuda130")]["why"] == ("CUDA 13.0: the highest conda-forge CUDA variant of torch 2.13 "
+                                                  "that is <= CUDA 13.0")
+    other = rows[("2.13.0", "cuda129")]
+    assert other["usable"] and "highest conda-forge CUDA variant" not in str(other["why"])
+    assert other["why"] == ("CUDA 12.9 <= CUDA 13.0: runs on this driver, but envkit picks cuda130, the highest "
+                            "variant of torch 2.13 that fits (--cuda 12.9 takes this one)")
+    assert select(machine, Request(cuda="12.9", torch="2.13")).variant == "cuda129"  # as the row says
+    highest = [r for r in rows.values() if "the highest" in str(r["why"]) and "envkit picks" not in str(r["why"])]
+    assert all(r["variant"] == select(machine, Request(torch=str(r["torch"]))).variant for r in highest)
+
+
+def test_cuda_x_y_is_the_drivers_level_so_12_4_gets_cuda129_on_conda_forge() -> None:
+    """README "Create" and create --help: --cuda 12.4 is a driver level; conda-forge's torch 2.13 has no build
+    <= 12.4, so the 12.9 build it runs through minor version compatibility is chosen, and said so."""
+    sel = select(m(None, "9.0"), Request(cuda="12.4", torch="2.13"))
+    assert (sel.cuda, sel.variant, sel.minor_version_compat) == ("12.9", "cuda129", True)
+    assert any("minor version compatibility" in r for r in sel.reasons)

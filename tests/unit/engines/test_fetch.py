@@ -232,7 +232,7 @@ def test_the_meter_gives_rate_and_eta_and_kept_bytes_do_not_count_as_speed() -> 
         meter.add(2**19)  # 1 MiB/s
     assert meter.rate() == pytest.approx(2**20)
     assert meter.eta_s() == pytest.approx(4.0)  # 4 MiB left at 1 MiB/s
-    assert describe(meter) == "6.0 MiB / 10.0 MiB · 1.0 MiB/s · 4s left"
+    assert describe(meter) == "6.0 MiB / 10.0 MiB, 1.0 MiB/s, 4s left"
     now[0] += 20  # a stall: the window empties, the rate falls
     assert meter.rate() < 2**20 / 10
 

@@ -71,6 +71,26 @@ def test_rattler_reads_what_envkit_writes(tmp_path: Path, version: int) -> None:
     assert records["pytorch"].sha256.hex() == "a" * 64
 
 
+def test_a_local_channel_v6_lock_names_channel_and_subdir(tmp_path: Path) -> None:
+    """rattler derives nothing from a file:// location: v6 writes `subdir` and `channel` for such entries
+    (as rattler's own writer does), and only for them, so the https entries stay in pixi's shape."""
+    rattler = pytest.importorskip("rattler")
+    base = (tmp_path / "channel").as_uri()
+    local = LockedConda(f"{base}/linux-64/pytorch-2.13.0-cuda130_generic_py311_h0_200.conda", sha256="a" * 64)
+    lock = Lock(channels=(base, CF), platforms=(LockedPlatform("linux-64", (local, CUDA_VERSION)),))
+    path = write_lock(lock, tmp_path / "local.lock", version=6)
+    import yaml
+
+    entries = {e["conda"].rsplit("/", 1)[1]: e for e in yaml.safe_load(path.read_text())["packages"]}
+    assert entries[local.filename]["subdir"] == "linux-64" and entries[local.filename]["channel"] == base + "/"
+    assert "subdir" not in entries[CUDA_VERSION.filename] and "channel" not in entries[CUDA_VERSION.filename]
+    env = rattler.LockFile.from_path(path).default_environment()
+    records = {r.name.normalized: r for r in env.conda_repodata_records_for_platform(env.platforms()[0])}
+    assert records["pytorch"].channel == base + "/" and records["pytorch"].subdir == "linux-64"
+    back = read_lock(path).platform("linux-64")
+    assert next(c for c in back.conda if c.name == "pytorch").channel_url == base
+
+
 def test_conda_lockfiles_v6_model_accepts_it(tmp_path: Path) -> None:
     """conda-lockfiles 0.2 validates `version` <= 6 and requires a default env (its v6 pydantic model)."""
     import yaml

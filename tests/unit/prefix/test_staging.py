@@ -131,3 +131,17 @@ def test_the_exit_path_removes_a_marker_whose_folder_is_gone_even_while_it_is_he
         assert not held.lock.exists() and staging.left_behind() == []
     finally:
         os.close(blocker)
+
+
+def test_the_exit_path_removes_any_marker_of_this_run_whose_folder_is_gone(tmp_path: Path) -> None:
+    """scripts/torture.py (bundle SIGINT #13, seed 31): a marker of this run outlived its folder by a path that did
+    not register it as unfinished, and the run said nothing was left behind. The exit path now looks at every marker
+    this run made; a kept folder (an old env set aside) keeps its marker."""
+    gone = staging.hold(staging.STAGING, tmp_path / "out", mkdir=True)
+    gone.folder.rmdir()
+    gone.abandon()  # released with its marker still on disk, and not in _UNFINISHED
+    kept = staging.hold(staging.OLD, tmp_path / "env", mkdir=True)
+    kept.abandon()
+    assert staging.settle_at_exit() == []
+    assert not gone.lock.exists()
+    assert kept.folder.is_dir() and kept.lock.exists()

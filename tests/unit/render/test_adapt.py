@@ -690,3 +690,33 @@ def test_a_pip_option_split_from_its_value_is_named_with_the_one_item_form() -> 
 def test_a_requirements_file_with_a_utf8_bom_reads_its_first_line() -> None:
     rendered = _from("requirements_with_bom.txt", "a10")
     assert rendered.selection.torch == "2.6.0" and "numpy" in rendered.envfile.pip
+
+
+def test_a_url_requirement_keeps_its_marker_as_pip_reads_it() -> None:
+    """pip splits a URL requirement from its marker at '; ' (pip/_internal/req/constructors.py)."""
+    from envkit.errors import RenderError
+    from envkit.render.envfile import parse_pip_line
+
+    url = "https://example.org/x/pkg-1.0-cp310-cp310-linux_x86_64.whl"
+    line = parse_pip_line(f'{url}; python_version == "3.10"')
+    assert line.arg == url and line.text == f'{url}; python_version == "3.10"'
+    with pytest.raises(RenderError, match="environment marker"):
+        parse_pip_line(f"{url}; python_version ==")
+
+
+@pytest.mark.parametrize("machine", ["a10", "h200", "gtx_535_104"])
+def test_wheels_by_url_bind_torch_and_python_to_what_they_were_built_for(machine: str) -> None:
+    """flash-attn's +cu118torch2.1 wheel binds an unpinned torch to 2.1 and CUDA 11.8; the cp310 wheels behind
+    python_version markers bind python to 3.10, where every one of them installs (3.12 would skip them all)."""
+    rendered = _from("requirements_wheels_behind_markers.txt", machine)
+    assert rendered.selection.torch.startswith("2.1.") and rendered.selection.cuda == "11.8"
+    assert rendered.selection.python == "3.10"
+    assert sum("fastkern-0.1.0+cu118" in p for p in rendered.envfile.pip) == 3
+    assert any("flash_attn-2.4.1+cu118torch2.1" in p for p in rendered.envfile.pip)
+    assert any(c.startswith("added python=3.10 (the python the most of the file's wheels") for c in rendered.changes)
+
+
+def test_a_flash_attn_wheel_for_another_torch_is_named_when_torch_is_pinned_elsewhere() -> None:
+    err = _refusal("requirements_flash_attn_for_another_torch.txt", "a10")
+    assert "was built for torch 2.1 cu118; here: torch 2.7.1" in err.message, err.message
+

@@ -58,7 +58,10 @@ def test_every_entry_cites_its_source_and_is_unchanged() -> None:
         for f in sorted(folder.rglob("*")):
             if f.is_file():
                 rel = str(f.relative_to(CORPUS))
-                head = f.read_text(encoding="utf-8", errors="replace").splitlines()[:3]
+                data = f.read_bytes()  # a Windows PowerShell export is UTF-16 with its BOM (envkit reads it so)
+                text = data.decode("utf-16") if data.startswith((b"\xff\xfe", b"\xfe\xff")) else \
+                    data.decode("utf-8-sig", errors="replace")
+                head = text.splitlines()[:3]
                 assert any(re.match(r"^# source: https://github\.com/[^/]+/[^/]+/blob/", h) for h in head), \
                     f"{rel} does not cite its source in its first lines"
                 assert sums.get(rel) == hashlib.sha256(f.read_bytes()).hexdigest(), \

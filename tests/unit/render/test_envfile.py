@@ -208,3 +208,47 @@ def test_a_quoted_option_value_is_one_word_as_pip_reads_it() -> None:
     assert (line.option, line.arg, line.text) == ("-e", "..[JAX,dev]", "-e ..[JAX,dev]")
     with pytest.raises(Exception):
         parse_pip_line("-e \"a'b\"")
+
+
+def conda_lock_reads(path: Path) -> object:
+    """conda-lock's own environment.yml parser (4.0.3: src_parser/environment_yaml.py), the reader of record."""
+    parser = pytest.importorskip("conda_lock.src_parser.environment_yaml")
+    mapping = path.with_name("pypi-to-conda.json")
+    mapping.write_text("{}")  # no download of the name mapping: a local, empty one
+    return parser.parse_environment_file(path, ["linux-64"], mapping_url=mapping.as_uri())
+
+
+@pytest.mark.parametrize("mirror", [False, True], ids=["pip-index-lines", "mirror"])
+def test_the_conda_lock_form_is_what_conda_lock_parses(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                       mirror: bool) -> None:
+    """Plain renders keep pip's index lines (conda env create passes them to pip); conda-lock rejects them
+    (InvalidRequirement), so --conda-lock moves them to its pip-repositories: and names what it dropped."""
+    from packaging.requirements import InvalidRequirement
+
+    env = write(tmp_path, "name: x\nchannels: [conda-forge]\ndependencies:\n  - numpy\n  - pip:\n"
+                "    - --index-url https://pypi.corp.example/simple\n    - --extra-index-url https://extra.example/simple\n"
+                "    - --trusted-host pypi.corp.example\n    - corp-utils==1.2\n")
+    args = ["render", "--from", str(env), *A10, *(["--mirror", "https://mirror.example"] if mirror else [])]
+    code, out, err = run_cli(capsys, *args, "-o", str(tmp_path / "plain.yml"))
+    assert code == 0, err
+    with pytest.raises(InvalidRequirement):
+        conda_lock_reads(tmp_path / "plain.yml")  # the failure --conda-lock exists for
+    code, out, err = run_cli(capsys, *args, "--conda-lock", "-o", str(tmp_path / "cl.yml"))
+    assert code == 0, err
+    spec = conda_lock_reads(tmp_path / "cl.yml")
+    index = "https://mirror.example/pypi/simple" if mirror else "https://pypi.corp.example/simple"
+    assert f"--index-url {index}" in (tmp_path / "plain.yml").read_text()
+    assert [r.url for r in spec.pip_repositories] == [index, "https://extra.example/simple"]
+    assert spec.allow_pypi_requests is False  # --index-url replaced PyPI; conda-lock must not fall back to it
+    assert "corp-utils" in {d.name for d in spec.dependencies["linux-64"]}
+    assert "note: conda-lock has no place for the pip option '--trusted-host pypi.corp.example'" in err
+    assert "conda env create ignores (it would use PyPI)" in (tmp_path / "cl.yml").read_text()
+
+
+def test_export_conda_lock_form(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from envkit.render.envfile import EnvFile, for_conda_lock
+
+    plain = EnvFile("x", ("conda-forge",), ("python=3.11",), ("requests==2.32.3",))
+    assert for_conda_lock(plain) == (plain, ())  # nothing to move: the same file, no note
+    code, _o, err = run_cli(capsys, "export", "--prefix", str(tmp_path), "--format", "lock", "--conda-lock")
+    assert code == 2 and "--conda-lock apply to --format yaml only" in err
