@@ -1,8 +1,12 @@
 """A threaded HTTP server on 127.0.0.1 (free port) serving a test bed, with fault injection and auth.
 
 Listen backlog raised to 256: with http.server's default of 5, parallel downloads stall for seconds
-(rattler-notes.md, addendum). No conditional responses (always 200 with the full body), which keeps
-clear of the shards/304 bug (conda/rattler#2719).
+(rattler-notes.md, addendum). No conditional responses (never a 304), which keeps clear of the
+shards/304 bug (conda/rattler#2719); an open-ended `Range: bytes=N-` gets a 206 with its Content-Range
+unless `honour_range` is off (then 200 and the whole body, as a server may answer: RFC 9110 section 14.2).
+For the network path (engines/fetch.py, scripts/bench_network.py): `drop_after` closes a connection after
+N body bytes, `bucket` rate-limits every connection together (a token bucket: a slow link), and
+`bytes_served` counts the body bytes written per path.
 
 A directory holding index.json next to index.html is a "simple" index page (pipindex.py): the answer
 is negotiated from the Accept header per PEP 691 (https://peps.python.org/pep-0691/#version-format-selection),
