@@ -414,12 +414,37 @@ def print_created(result: CreateResult) -> None:
 
 
 class _PlainProgress:
-    """Not a terminal: one plain line as each phase starts (solve..., install..., pip..., verify...)."""
+    """Not a terminal: one plain line as each phase starts (solve..., download..., install..., pip...,
+    verify...), and a download line (bytes, rate, time left) at most every PLAIN_EVERY_S seconds: a log or CI
+    job sees a slow mirror without a line per chunk."""
+
+    PLAIN_EVERY_S = 10.0
 
     def __init__(self) -> None:
+        import threading
+        import time
+
+        from envkit.engines.fetch import Meter, describe
         from envkit.engines.rattler_engine import Progress
 
-        self.progress = Progress(phase=lambda name: plain(f"{name}...", err=True))
+        self.meter = Meter()
+        self.last = [time.monotonic()]
+        lock = threading.Lock()
+
+        def total(n: int) -> None:
+            self.meter = Meter(n)
+
+        def moved(n: int) -> None:  # from the download workers' threads
+            self.meter.add(n)
+            now = time.monotonic()
+            with lock:
+                if now - self.last[0] < self.PLAIN_EVERY_S:
+                    return
+                self.last[0] = now
+            plain(f"download {describe(self.meter)}", err=True)
+
+        self.progress = Progress(phase=lambda name: plain(f"{name}...", err=True), download_total=total,
+                                 download_bytes=moved, download_kept=lambda n: self.meter.skip(n))
 
     def __enter__(self) -> Progress:
         return self.progress
@@ -438,8 +463,6 @@ class _RichProgress:
     (the current package), verify (the smoke test); rows of phases that did not happen stay hidden."""
 
     def __init__(self) -> None:
-        import time
-
         from rich.progress import BarColumn, Progress as Bar, SpinnerColumn, TextColumn, TimeElapsedColumn
 
         from envkit.engines.rattler_engine import Progress
@@ -454,19 +477,26 @@ class _RichProgress:
         self.pip = self.bar.add_task("pip", total=None, visible=False, detail="", start=False)
         self.verify = self.bar.add_task("verify", total=None, visible=False, detail="", start=False)
         self.current: int | None = None
-        self.bytes = [0, 0]
+        from envkit.engines.fetch import Meter, describe
+
+        self.meter = Meter()  # bytes, rate over the last seconds, time left (engines/fetch.py)
         self.links = [0, 0]
-        self.started = time.monotonic()
 
         def done(task: Any, detail: str = "done") -> None:
             self.bar.update(task, total=1, completed=1, detail=detail)
 
+        def downloaded() -> str:
+            return describe(self.meter) if self.meter.total or self.meter.done else "nothing to download"
+
         def phase(name: str) -> None:
-            if name == "install":
+            if name == "download":  # envkit fetches what the cache lacks (engines/fetch.py), then rattler links
                 done(self.solve)
-                self.started = time.monotonic()
-                self.bar.update(self.download, visible=True, detail="nothing to download" if not self.bytes[1] else
-                                f"0 / {human_size(self.bytes[1])}")
+                self.bar.update(self.download, visible=True, detail=downloaded())
+                self.bar.start_task(self.download)
+            elif name == "install":
+                if not self.bar.tasks[self.solve].finished:
+                    done(self.solve)
+                self.bar.update(self.download, visible=True, detail=downloaded())
                 self.bar.update(self.link, visible=True)
                 self.bar.start_task(self.download)
                 self.bar.start_task(self.link)
@@ -480,17 +510,18 @@ class _RichProgress:
                     "resolving the pip section" if name == "pip" else "the AMP smoke test, by the env's own python"))
 
         def download_total(n: int) -> None:
-            self.bytes[1] = n
-            self.bar.update(self.download, total=n or None, detail=f"0 / {human_size(n)}" if n else
-                            "nothing to download")
+            before = self.meter.done
+            self.meter = Meter(n)
+            self.meter.skip(before)  # a second total (rattler's own fetches after envkit's) keeps the count
+            self.bar.update(self.download, total=n or None, completed=before, detail=downloaded())
 
-        def download_bytes(n: int) -> None:
-            self.bytes[0] += n
-            spent = max(time.monotonic() - self.started, 1e-3)
-            rate = self.bytes[0] / spent
-            left = (self.bytes[1] - self.bytes[0]) / rate if rate and self.bytes[1] > self.bytes[0] else 0.0
-            self.bar.update(self.download, advance=n, detail=f"{human_size(self.bytes[0])} / {human_size(self.bytes[1])}"
-                            f", {human_size(int(rate))}/s" + (f", {left:.0f} s left" if left >= 1 else ""))
+        def download_bytes(n: int) -> None:  # from envkit's download workers or rattler's reporter
+            self.meter.add(n)
+            self.bar.update(self.download, completed=self.meter.done, detail=downloaded())
+
+        def download_kept(n: int) -> None:  # resumed from an earlier attempt or run: done, but no speed
+            self.meter.skip(n)
+            self.bar.update(self.download, completed=self.meter.done, detail=downloaded())
 
         def link_total(n: int) -> None:
             self.links[1] = n
@@ -501,7 +532,7 @@ class _RichProgress:
             self.bar.update(self.link, advance=1, detail=f"{self.links[0]}/{self.links[1]} packages")
 
         self.progress = Progress(phase=phase, download_total=download_total, download_bytes=download_bytes,
-                                 link_total=link_total, linked=linked)
+                                 download_kept=download_kept, link_total=link_total, linked=linked)
 
     def step(self, text: str) -> None:
         """A child's line (pip's): the current package on the phase's row."""

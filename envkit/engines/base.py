@@ -6,6 +6,7 @@ never create.py.
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from collections.abc import Iterator, Sequence
@@ -212,10 +213,16 @@ def write_meta(prefix: Path, opts: CreateOptions, env_text: str, selection: Sele
     records.write_create(prefix, data)
 
 
+@functools.lru_cache(maxsize=None)
 def _engine_version(engine: str) -> str | None:
     if engine != "rattler":
         return None
-    from importlib.metadata import PackageNotFoundError, version
+    import sys
+
+    loaded = sys.modules.get("rattler")  # the engine has imported it: its __version__ is the wheel's, for free
+    if loaded is not None and isinstance(getattr(loaded, "__version__", None), str):
+        return f"py-rattler {loaded.__version__}"
+    from importlib.metadata import PackageNotFoundError, version  # ~35 ms: only when rattler was not loaded
 
     try:
         return f"py-rattler {version('py-rattler')}"

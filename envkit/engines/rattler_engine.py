@@ -56,6 +56,7 @@ class EngineSettings:
     retries: int = 3
     sharded: bool = True
     timeout_s: int = 120
+    parallel_downloads: int = 6  # archives fetched at once (engines/fetch.py); 1 = one after the other
 
 
 @dataclass
@@ -65,6 +66,7 @@ class Progress:
     phase: Callable[[str], None] = lambda _name: None
     download_total: Callable[[int], None] = lambda _n: None
     download_bytes: Callable[[int], None] = lambda _n: None
+    download_kept: Callable[[int], None] = lambda _n: None  # bytes kept from an earlier attempt or run (resumed)
     link_total: Callable[[int], None] = lambda _n: None
     linked: Callable[[str], None] = lambda _name: None
 
@@ -164,7 +166,11 @@ class RattlerEngine:
         self._records: list[Any] = []
         self._plan: list[PlannedPackage] = []
         self._mirror_map: dict[str, str] = {}
+        self._targets: dict[str, str] = {}  # clean source -> where its requests go (mirror, token): never shown
         self._fresh: list[str] = []
+        self._prefetched = 0
+        self._unpacked: set[str] = set()  # stems prefetch() put into the cache
+        self._listing: set[str] | None = None  # names in pkgs/ when the plan was made
 
     # -- plumbing ---------------------------------------------------------------------------
     def client(self) -> Any:
@@ -187,6 +193,7 @@ class RattlerEngine:
             if target != source:
                 mirrors[source] = [target]
                 self._mirror_map[source] = redact(target)
+                self._targets[source] = target
 
         def headers(host: str, _path: str) -> dict[str, str] | None:
             return VAULT.headers_for(host)
@@ -270,6 +277,7 @@ class RattlerEngine:
         except Exception as exc:
             raise self._solve_error(exc, vps) from None
         self._specs = list(specs if requested is None else requested)
+        self._listing = None
         self._plan = [self._planned(r) for r in self._records]
         return self._plan
 
@@ -313,8 +321,13 @@ class RattlerEngine:
         )
 
     def _is_cached(self, record: Any) -> bool:
-        stem = re.sub(r"(\.tar\.bz2|\.conda)$", "", str(record.file_name))
-        return (self.settings.cache_dir / "pkgs" / stem).is_dir()
+        """Whether the cache holds the package, from one listing of pkgs/ per plan (not a stat per record)."""
+        if self._listing is None:
+            try:
+                self._listing = set(os.listdir(self.settings.cache_dir / "pkgs"))
+            except OSError:
+                self._listing = set()
+        return _stem(str(record.file_name)) in self._listing
 
     # -- recreate without solving ------------------------------------------------------------
     def load_locked(self, locked: Any) -> list[PlannedPackage]:
@@ -343,6 +356,7 @@ class RattlerEngine:
                               f"rattler read {len(records)}", "regenerate the lock")
         self._records = records
         self._specs = [r.name.normalized for r in self._records]
+        self._listing = None
         self._plan = [self._planned(r) for r in self._records]
         return self._plan
 
@@ -395,6 +409,7 @@ class RattlerEngine:
                               "check that the channels are reachable (or use --mirror)") from exc
         self._records = records
         self._specs = [r.name.normalized for r in records]
+        self._listing = None
         self._plan = [self._planned(r) for r in records]
         return self._plan
 
@@ -409,8 +424,9 @@ class RattlerEngine:
         stamp what was extracted, and keep conda from tagging the env folder as a package cache.
         `changing`: the file names a change to an existing env installs (the others are linked already, so
         their archives are neither read nor checked); `reinstall`: package names linked again although installed."""
-        self.check_file_hashes(changing)
         notes = self.check_cache(changing)
+        self.check_file_hashes(changing)  # only the archives rattler will read: those the cache does not hold
+        notes += self.prefetch()
         self.install(target, final, reinstall)
         self.stamp_fresh()
         drop_cache_tag(target)
@@ -437,30 +453,136 @@ class RattlerEngine:
         return self._mirror_map.get(url, url)
 
     def download(self, items: Sequence[tuple[str, Path]], parallel: int = 8) -> None:
-        """Download archives as they are (no extraction) through this engine's client, so the mirror and
-        its credentials apply; `envkit bundle` carries them to machines without network."""
-        from rattler.package_streaming import download_to_path
+        """Download archives as they are (no extraction), resumable and retried (engines/fetch.py), with this
+        engine's mirror and credentials; `envkit bundle` carries them to machines without network."""
+        from envkit.engines.fetch import Fetcher, Policy
 
-        client = self.client()
+        self.client()  # fills the mirror and token map
+        fetcher = Fetcher(Policy(parallel=parallel), on_bytes=self.progress.download_bytes,
+                          on_skip=self.progress.download_kept)
+        outcomes = fetcher.fetch_all([self._item(url, dest) for url, dest in items])
+        left = [o.item for o in outcomes if o.path is None]
+        if left:  # credentials or TLS only rattler's client has
+            from rattler.package_streaming import download_to_path
 
-        async def go() -> None:
-            gate = asyncio.Semaphore(parallel)
+            client = self.client()
 
-            async def one(url: str, dest: Path) -> None:
-                async with gate:
-                    await download_to_path(client, url, dest)
+            async def go() -> None:
+                for item in left:
+                    url = next(u for u, d in items if d == item.dest)
+                    await download_to_path(client, url, item.dest)
 
-            await asyncio.gather(*(one(u, d) for u, d in items))
+            asyncio.run(go())
 
-        asyncio.run(go())
+    def _item(self, url: str, dest: Path, sha256: str | None = None, size: int | None = None) -> Any:
+        """What engines/fetch.py needs for one archive: the request URL with the mirror and the /t/<token>/
+        applied (as MirrorMiddleware and the vault do for rattler's own requests), the host's headers."""
+        from envkit.engines.fetch import Item
+
+        clean = VAULT.split(url) if "://" in url else url
+        source = next((s for s in sorted(self._targets, key=len, reverse=True)
+                       if clean == s or clean.startswith(s + "/")), None)
+        target = self._targets[source] + clean[len(source):] if source else VAULT.with_token(clean)
+        host = urlsplit(target).hostname or ""
+        headers = tuple(sorted((VAULT.headers_for(host) or {}).items()))
+        channel = clean.rsplit("/", 2)[0]
+        return Item(url=target, dest=dest, sha256=sha256, size=size, headers=headers, shown=redact(target),
+                    channel=redact(channel), mirrored=source is not None and source in self._mirror_map
+                    and urlsplit(target).netloc != urlsplit(clean).netloc)
+
+    def prefetch(self) -> list[str]:
+        """Fetch the http(s) archives the cache lacks, resumably (engines/fetch.py), and unpack each into
+        rattler's package cache as it completes, so rattler.install only links. rattler takes an unpacked
+        `pkgs/<name>-<version>-<build>/` folder without its `.lock` file as cached (it writes the lock
+        itself; measured with py-rattler 0.28, see tests/integration/test_downloads.py)."""
+        fresh = set(self._fresh)
+        records = [r for r in self._records if str(r.url).startswith(("http://", "https://"))
+                   and _stem(str(r.file_name)) in fresh]
+        self._prefetched = 0
+        if not records:
+            return []
+        from envkit.engines.fetch import Fetcher, Policy
+
+        self.client()
+        downloads = self.settings.cache_dir / "downloads"
+        _sweep_unpacking(downloads)
+        by_dest = {}
+        items = []
+        for record in records:
+            item = self._item(str(record.url), downloads / str(record.file_name),
+                              record.sha256.hex() if record.sha256 else None,
+                              int(record.size) if record.size else None)
+            by_dest[item.dest] = record
+            items.append(item)
+        total = sum(int(r.size or 0) for r in records)
+        self.progress.download_total(total)
+        self.progress.phase("download")
+
+        def unpack(outcome: Any) -> None:
+            self._unpack(outcome.path, by_dest[outcome.item.dest])
+
+        policy = Policy(parallel=self.settings.parallel_downloads, retries=self.settings.retries,
+                        timeout_s=float(self.settings.timeout_s))
+        pkgs = self.settings.cache_dir / "pkgs"
+        fetcher = Fetcher(policy, on_bytes=self.progress.download_bytes, on_skip=self.progress.download_kept,
+                          on_done=unpack, have=lambda item: (pkgs / _stem(item.dest.name)).is_dir())
+        outcomes = fetcher.fetch_all(items)
+        placed = [o for o in outcomes if o.path is not None or o.already]
+        self._unpacked = {_stem(o.item.dest.name) for o in placed}
+        self._prefetched = sum(o.item.size or 0 for o in placed)
+        notes = []
+        resumed = [o for o in outcomes if o.resumed and o.path is not None]
+        if resumed:
+            kept = sum(o.resumed for o in resumed)
+            notes.append(f"resumed {len(resumed)} download(s) left by an earlier attempt ({kept / 2**20:.1f} MiB kept)")
+        left = [o for o in outcomes if o.path is None and not o.already]
+        if left:
+            notes.append(f"{len(left)} archive(s) fetched by rattler's own client instead ({left[0].why_left})")
+        return notes
+
+    def _unpack(self, archive: Path, record: Any) -> None:
+        """Extract a finished, sha256-checked archive into rattler's cache: into a folder of envkit's first
+        (downloads/<stem>.unpacking, removed first if an interrupted run left it), then one rename."""
+        import shutil
+
+        from rattler.package_streaming import extract
+
+        stem = _stem(str(record.file_name))
+        pkgs = self.settings.cache_dir / "pkgs"
+        pkgs.mkdir(parents=True, exist_ok=True)
+        final = pkgs / stem
+        if not final.is_dir():
+            work = archive.with_name(archive.name + UNPACKING)
+            if work.exists():
+                shutil.rmtree(work)
+            try:
+                sha256, _md5 = extract(archive, work)
+            except Exception as exc:
+                shutil.rmtree(work, ignore_errors=True)
+                archive.unlink(missing_ok=True)
+                raise EngineError(f"cannot unpack {record.file_name}: {redact(str(exc))}",
+                                  "the archive is damaged; run the same command again to fetch it anew") from None
+            if record.sha256 and bytes(sha256) != bytes(record.sha256):  # checked while downloading; free here
+                shutil.rmtree(work, ignore_errors=True)
+                archive.unlink(missing_ok=True)
+                raise EngineError(f"{record.file_name} changed after it was checked", "run the same command again")
+            try:
+                os.rename(work, final)
+            except OSError:  # another install put it there meanwhile
+                shutil.rmtree(work, ignore_errors=True)
+        archive.unlink(missing_ok=True)
 
     def check_file_hashes(self, only: Collection[str] | None = None) -> None:
-        """rattler does not verify file:// packages (rattler-notes §4): compare sha256 to repodata."""
+        """rattler does not verify file:// packages (rattler-notes §4): compare sha256 to repodata. Only the
+        archives rattler will extract (not in the cache, or evicted by check_cache); a cached package is
+        linked from its extracted folder, which check_cache checks against its paths.json instead, so
+        hashing its archive again on every create checked nothing rattler reads."""
+        fresh = set(self._fresh)
         for record in self._records:
             if only is not None and str(record.file_name) not in only:
                 continue
             url = str(record.url)
-            if not url.startswith("file://") or not record.sha256:
+            if not url.startswith("file://") or not record.sha256 or _stem(str(record.file_name)) not in fresh:
                 continue
             path = Path(unquote(urlsplit(url).path))
             # inside its channel folder and a regular file, before anything opens it (a FIFO would block,
@@ -516,7 +638,10 @@ class RattlerEngine:
 
         requested = [MatchSpec(s, strict=False)._match_spec for s in self._specs]
         reporter = _Reporter(self.progress)
-        self.progress.download_total(sum(int(r.size or 0) for r in self._records if not self._is_cached(r)))
+        fetch = set(self._fresh) - self._unpacked  # what rattler itself still fetches
+        left = sum(int(r.size or 0) for r in self._records if _stem(str(r.file_name)) in fetch)
+        if left or not self._prefetched:
+            self.progress.download_total(self._prefetched + left)
 
         async def go() -> None:
             await rattler.install(self._records, target_prefix=staging, cache_dir=self.settings.cache_dir / "pkgs",
@@ -566,6 +691,33 @@ class RattlerEngine:
                 url = target + url[len(source):]
         parts = urlsplit(url)
         return f"{parts.scheme}://{parts.netloc}" if parts.netloc else url
+
+
+UNPACKING = ".unpacking"  # downloads/<file>.unpacking: an archive being extracted, under downloads/<file>.lock
+
+
+def _sweep_unpacking(downloads: Path) -> None:
+    """Remove extractions an interrupted run left in downloads/ (envkit's own folders: `<file>.unpacking`),
+    each only while nobody holds its archive's lock."""
+    import shutil
+
+    from envkit.fsutil import Locked, flocked
+
+    try:
+        names = [n for n in os.listdir(downloads) if n.endswith(UNPACKING)]
+    except OSError:
+        return
+    for name in names:
+        archive = name[:-len(UNPACKING)]
+        try:
+            with flocked(downloads / f"{archive}.lock", blocking=False):
+                shutil.rmtree(downloads / name, ignore_errors=True)
+        except Locked:
+            continue
+
+
+def _stem(file_name: str) -> str:
+    return re.sub(r"(\.tar\.bz2|\.conda)$", "", file_name)
 
 
 def _key(info: os.stat_result) -> list[int]:

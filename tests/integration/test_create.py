@@ -308,6 +308,28 @@ def test_sha256_is_checked_for_file_channels(capsys: pytest.CaptureFixture[str],
     assert leftovers(isolated) == []
 
 
+def test_a_cached_package_is_linked_without_reading_its_archive_again(capsys: pytest.CaptureFixture[str],
+                                                                      testbed: TestBed, isolated: Path,
+                                                                      tmp_path: Path) -> None:
+    """The sha256 of a file:// archive is checked when rattler will read it (the cache lacks the package),
+    not on every create: a cached package is linked from its extracted folder, which is checked against
+    its paths.json instead. Evict the entry and the archive is read, and checked, again."""
+    import shutil
+
+    channel = tmp_path / "local"
+    shutil.copytree(testbed.channel("conda-forge"), channel)
+    args = ("--spec", "minimal", *GPU, "--channel", channel.as_uri(), "--no-verify")
+    assert create(capsys, "first", *args)[0] == 0
+    pkg = next((channel / "linux-64").glob("pytorch-2.13.0-cuda130*.conda"))
+    pkg.write_bytes(next((channel / "linux-64").glob("pytorch-2.13.0-cpu*.conda")).read_bytes())
+    code, _out, err = create(capsys, "second", *args)
+    assert code == 0, err  # the verified cached copy is linked; the changed archive is never opened
+    assert (isolated / "envs" / "second" / "conda-meta").is_dir()
+    shutil.rmtree(tmp_path / "cache" / "pkgs" / pkg.name.removesuffix(".conda"))
+    code, _out, err = create(capsys, "third", *args)
+    assert code == 1 and "sha256 mismatch" in err and pkg.name in err
+
+
 @pytest.mark.parametrize("mode", ["basic", "token", "bearer"])
 def test_secrets_never_reach_files_or_output(capsys: pytest.CaptureFixture[str], server: ChannelServer,
                                              isolated: Path, monkeypatch: pytest.MonkeyPatch, mode: str) -> None:

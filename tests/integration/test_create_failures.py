@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from helpers import run_cli
-from testbed.channel import PY
+from testbed.channel import PY, TestBed
 from testbed.server import ChannelServer
 
 GPU = ["--cuda", "13.0"]
@@ -26,12 +26,15 @@ def create(capsys: pytest.CaptureFixture[str], name: str, *args: str) -> tuple[i
 
 # -- rattler's extraction temp folders left by a kill are swept -------------------------------
 def test_a_kill_mid_extract_leaves_nothing_after_the_next_create(capsys: pytest.CaptureFixture[str],
-                                                                 server: ChannelServer, tmp_path: Path) -> None:
+                                                                 testbed: TestBed, tmp_path: Path) -> None:
     from envkit.engines.cache_sweep import leftover_temps
 
     pkgs = tmp_path / "cache" / "pkgs"  # ENVKIT_CACHE_DIR of the `isolated` fixture
+    # a file:// mirror: rattler extracts those archives itself (http(s) ones are unpacked by envkit's fetch,
+    # whose leftovers tests/integration/test_downloads.py covers)
+    mirror = testbed.root.as_uri()
     argv = [sys.executable, "-m", "envkit", "create", "victim", "--spec", "minimal", *GPU, "--python", PY,
-            "--mirror", server.url, "--no-verify"]
+            "--mirror", mirror, "--no-verify"]
     left: list[Path] = []
     tries = 12  # extraction takes a fraction of a second and a loaded machine can step over it: catch it mid-way
     for _attempt in range(tries):
@@ -46,7 +49,7 @@ def test_a_kill_mid_extract_leaves_nothing_after_the_next_create(capsys: pytest.
             break
     assert left, f"no create was caught mid-extract in {tries} tries"
     (pkgs / "user-notes").mkdir()  # not rattler's: stays
-    code, out, err = create(capsys, "next", "--mirror", server.url, "--no-verify")
+    code, out, err = create(capsys, "next", "--mirror", mirror, "--no-verify")
     assert code == 0, err
     assert leftover_temps(pkgs) == [] and not any(p.exists() for p in left)
     assert "unfinished package extraction" in out + err, out + err and (pkgs / "user-notes").is_dir()

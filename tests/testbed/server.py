@@ -1,8 +1,12 @@
 """A threaded HTTP server on 127.0.0.1 (free port) serving a test bed, with fault injection and auth.
 
 Listen backlog raised to 256: with http.server's default of 5, parallel downloads stall for seconds
-(rattler-notes.md, addendum). No conditional responses (always 200 with the full body), which keeps
-clear of the shards/304 bug (conda/rattler#2719).
+(rattler-notes.md, addendum). No conditional responses (never a 304), which keeps clear of the
+shards/304 bug (conda/rattler#2719); an open-ended `Range: bytes=N-` gets a 206 with its Content-Range
+unless `honour_range` is off (then 200 and the whole body, as a server may answer: RFC 9110 section 14.2).
+For the network path (engines/fetch.py, scripts/bench_network.py): `drop_after` closes a connection after
+N body bytes, `bucket` rate-limits every connection together (a token bucket: a slow link), and
+`bytes_served` counts the body bytes written per path.
 
 A directory holding index.json next to index.html is a "simple" index page (pipindex.py): the answer
 is negotiated from the Accept header per PEP 691 (https://peps.python.org/pep-0691/#version-format-selection),
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import http.server
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -34,7 +39,35 @@ class ServerState:
     slow_s: float = 5.0
     offer_json: bool = True  # PEP 691 content negotiation on index pages; False: PEP 503 HTML only
     served: list[tuple[str, str]] = field(default_factory=list)  # (path, Content-Type) of each 200
+    honour_range: bool = True  # False: a server that ignores Range (answers 200 with the whole body)
+    drop_after: dict[str, int] = field(default_factory=dict)  # suffix -> close the connection after N body bytes
+    drop_budget: dict[str, int] = field(default_factory=dict)  # suffix -> drops left (absent: always)
+    bucket: TokenBucket | None = None  # a rate limit shared by all connections (the link)
+    bytes_served: dict[str, int] = field(default_factory=dict)  # path -> body bytes written, over all requests
+    range_asked: list[tuple[str, str]] = field(default_factory=list)  # (path, Range header) of each request
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class TokenBucket:
+    """`rate` bytes/s with a burst of `burst` bytes, shared by every connection: a slow link."""
+
+    def __init__(self, rate: float, burst: int = 64 * 1024) -> None:
+        self.rate, self.burst = rate, burst
+        self.tokens = float(burst)
+        self.stamp = time.monotonic()
+        self.lock = threading.Lock()
+
+    def take(self, n: int) -> None:
+        while True:
+            with self.lock:
+                now = time.monotonic()
+                self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
+                self.stamp = now
+                if self.tokens >= n:
+                    self.tokens -= n
+                    return
+                wait = (n - self.tokens) / self.rate
+            time.sleep(wait)
 
 
 PEP691_JSON = "application/vnd.pypi.simple.v1+json"
@@ -177,11 +210,25 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             body = bytes(b ^ 0x5A for b in body)
         if fault == "slow":
             time.sleep(self.state.slow_s)
-        self._record(200)
+        asked = self.headers.get("Range")
+        start, status = 0, 200
+        if asked is not None:
+            with self.state.lock:
+                self.state.range_asked.append((path, asked))
+            match = re.fullmatch(r"bytes=(\d+)-", asked.strip())
+            if match and self.state.honour_range and fault != "truncate":  # RFC 9110 section 14.2, open-ended form
+                start, status = int(match.group(1)), 206
+                if start >= len(body):
+                    self._deny(416)
+                    return
+        self._record(status)
         with self.state.lock:
             self.state.served.append((self.path, content_type))
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
+        self.send_response(status)
+        if status == 206:
+            self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
+        self.send_header("Accept-Ranges", "bytes" if self.state.honour_range else "none")
+        self.send_header("Content-Length", str(len(body) - start))
         self.send_header("Content-Type", content_type)
         if self.state.offer_json and target.name in ("index.json", "index.html") \
                 and (target.parent / "index.json").is_file():
@@ -194,7 +241,39 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.flush()
             self.close_connection = True
             return
-        self.wfile.write(body)
+        limit = self._drop_limit(path)
+        view = memoryview(body)[start:]
+        sent = 0
+        try:
+            for offset in range(0, len(view), 64 * 1024):
+                chunk = view[offset:offset + 64 * 1024]
+                if limit is not None and sent + len(chunk) >= limit:
+                    chunk = chunk[:max(limit - sent, 0)]
+                if self.state.bucket is not None:
+                    self.state.bucket.take(len(chunk))
+                self.wfile.write(chunk)
+                sent += len(chunk)
+                with self.state.lock:
+                    self.state.bytes_served[path] = self.state.bytes_served.get(path, 0) + len(chunk)
+                if limit is not None and sent >= limit:
+                    self.wfile.flush()
+                    self.close_connection = True  # a dropped connection: fewer bytes than Content-Length
+                    return
+        except OSError:  # the client went away (Ctrl-C)
+            self.close_connection = True
+
+    def _drop_limit(self, path: str) -> int | None:
+        st = self.state
+        with st.lock:
+            for suffix, after in st.drop_after.items():
+                if path.endswith(suffix):
+                    left = st.drop_budget.get(suffix)
+                    if left is not None:
+                        if left <= 0:
+                            return None
+                        st.drop_budget[suffix] = left - 1
+                    return after
+        return None
 
 
 class _Server(http.server.ThreadingHTTPServer):
@@ -232,6 +311,11 @@ class ChannelServer:
         """The Content-Type of each 200 answer for a path ending in `suffix`."""
         with self.state.lock:
             return [ctype for path, ctype in self.state.served if path.endswith(suffix)]
+
+    def served_bytes(self, suffix: str) -> int:
+        """Body bytes written for paths ending in `suffix`, over all requests (what the link carried)."""
+        with self.state.lock:
+            return sum(n for p, n in self.state.bytes_served.items() if p.endswith(suffix))
 
     def hits(self, suffix: str) -> list[tuple[str, str, int]]:
         with self.state.lock:

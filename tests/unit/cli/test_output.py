@@ -49,6 +49,22 @@ def test_json_needs_no_sanitize() -> None:
     assert json.loads(output.dump_json({"name": "a\x1b[2Jb"}))["name"] == "a\x1b[2Jb"
 
 
+def test_plain_progress_prints_bytes_rate_and_time_left_for_a_download(capsys: pytest.CaptureFixture[str],
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    monkeypatch.setattr(output._PlainProgress, "PLAIN_EVERY_S", 0.0)
+    with output._PlainProgress() as progress:
+        progress.download_total(8 * 2**20)
+        progress.download_kept(2 * 2**20)  # resumed from an earlier run: done, but no speed
+        for _ in range(3):
+            time.sleep(0.06)
+            progress.download_bytes(2**20)
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("download ")]
+    assert lines and lines[-1].startswith("download 5.0 MiB / 8.0 MiB, ")
+    assert "MiB/s, " in lines[-1] and lines[-1].endswith(" left")
+
+
 def test_model_verify_output_sanitizes_the_users_names(capsys: pytest.CaptureFixture[str]) -> None:
     """verify --model prints names from the user's model (module paths, classes): escapes stay visible."""
     from helpers import FIXTURES
