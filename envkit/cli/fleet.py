@@ -354,6 +354,17 @@ def create_cmd(name: str, bundle_dir: str | None, bundle_out: str | None, prefix
         spec = spec_of(name, "fleet create", quiet or as_json)  # a typo stops before any node starts
     runner = nodes.runner()
     request = selectors.request(no_driver_check=selectors.cuda_given)
+    if spec is not None and env_file is None and bundle_dir is None and request.python is None:
+        # the fleet is selected for the python the spec asks for (dl_train: 3.11), as create selects it, so the
+        # build said before the install is the one installed (it said 3.12, the default, and installed 3.11)
+        from dataclasses import replace
+
+        from envkit.render import specs as env_specs
+        from envkit.render.build import python_candidates
+
+        spec_python = python_candidates(env_specs.load(spec).python, None)[0]
+        if spec_python:
+            request = replace(request, python=spec_python)
     out = Path(bundle_out) if bundle_out else (
         default_prefix(name).parent / ".envkit-bundles" / f"{name}-{time.strftime('%Y%m%dT%H%M%S')}")
     quiet = quiet or as_json
