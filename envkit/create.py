@@ -250,8 +250,11 @@ def _plan_job(opts: CreateOptions, timer: Timer) -> Job:
 
 
 # conda-lockfiles (the conda plugin that reads rattler-lock v6: conda_lockfiles/rattler_lock/v6.py, FORMAT
-# "rattler-lock-v6") installs a lock's conda packages with `conda env create --file F --env-spec NAME`; plain
-# conda reads a lock as a list of specs and makes an empty env. It skips the PyPI entries and `variables:`.
+# "rattler-lock-v6") installs a lock's conda packages with `conda env create --file F --format NAME` (conda 26.7.1;
+# its older `--env-spec NAME` is marked for removal in 27.3); plain conda reads a lock as an environment.yml and makes
+# an empty env (rc 0). conda-lockfiles skips the PyPI entries and `variables:`. conda 26 has no implicit channel, so the plugin's install names conda-forge
+# (NoChannelsConfiguredError otherwise). Checked with conda 26.7.1 built from source and conda-lockfiles 0.2.2,
+# offline (docs/conda-behaviour.md).
 LOCKFILES_SPEC = "rattler-lock-v6"
 
 
@@ -267,8 +270,8 @@ def external_recreate_fix(source: Path, kind: str, opts: CreateOptions) -> str:
     if read_lock(source).version != 6:
         return f"{ours} (conda-lockfiles 0.2 reads rattler-lock v6 only; this lock is v7)"
     return (f"{ours} (PyPI entries and variables included); or with conda, the conda packages only: "
-            f"conda install -n base conda-lockfiles, then conda env create -p {target} --file {file} "
-            f"--env-spec {LOCKFILES_SPEC}")
+            f"conda install -n base -c conda-forge conda-lockfiles, then conda env create -p {target} --file {file} "
+            f"--format {LOCKFILES_SPEC}")
 
 
 def filesystem_error(exc: OSError, prefix: Path) -> EnvkitError:

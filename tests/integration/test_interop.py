@@ -448,8 +448,8 @@ def test_a_lock_refused_by_an_external_engine_prints_fixes_that_work(
     fix = " ".join(err.split())  # the fix may wrap
     prefix = isolated / "envs" / "copy"
     if fmt == "lock":
-        assert (f"conda install -n base conda-lockfiles, then conda env create -p {prefix} --file {shared} "
-                "--env-spec rattler-lock-v6") in fix
+        assert (f"conda install -n base -c conda-forge conda-lockfiles, then conda env create -p {prefix} --file "
+                f"{shared} --format rattler-lock-v6") in fix
     else:
         assert f"with plain conda, the conda packages only: conda create -p {prefix} --file {shared}" in fix
     ours = re.search(r"drop --engine: (envkit create \S+ --\w+ \S+)", fix)
