@@ -23,7 +23,7 @@ from envkit.lock.file import PYPI_SIMPLE, Lock, LockedConda, LockedPlatform, Loc
 from envkit.prefix import records as prefix_records
 from envkit.prefix.history import requested_specs
 from envkit.render.envfile import EnvFile, check_pip_line, check_variables, for_conda_lock
-from envkit.render.mirrors import canonical_channel, canonical_urls, strip_credentials
+from envkit.render.mirrors import Mirror, canonical_channel, canonical_urls, is_public_pypi, strip_credentials
 from envkit.safeio import load_json, load_yaml, read_bytes, read_text
 from envkit.secrets import redact
 
@@ -375,10 +375,21 @@ def portable_url(record: CondaRecord) -> str:
     return record.url
 
 
-def explicit_line(record: CondaRecord, hash_kind: str = "sha256") -> str:
+def mirrored_url(record: CondaRecord, mirror: Mirror) -> str | None:
+    """The package's URL through `mirror` (its copy of the record's canonical channel), or None when the mirror
+    does not carry that channel."""
+    base = mirror.channel_url(record.channel) if record.channel else None
+    if base and record.url and record.subdir:
+        return f"{base.rstrip('/')}/{record.subdir}/{record.url.rsplit('/', 1)[-1]}"
+    return None
+
+
+def explicit_line(record: CondaRecord, hash_kind: str = "sha256", mirror: Mirror | None = None) -> str:
     """One @EXPLICIT line as conda parses it (conda/misc.py `url_pat`): `URL#<sha256 hex>` (conda >= 23.x
-    also takes `URL#sha256:<hex>`), or `URL#<md5 hex>`, which every conda and conda-lock's vendored parser read."""
-    url = portable_url(record)
+    also takes `URL#sha256:<hex>`), or `URL#<md5 hex>`, which every conda and conda-lock's vendored parser read.
+    With a mirror, the URL is the mirror's: plain conda downloads an explicit URL as written and no .condarc setting
+    remaps it (checked with conda 26.7.1: docs/conda-behaviour.md)."""
+    url = (mirrored_url(record, mirror) if mirror is not None else None) or portable_url(record)
     if hash_kind == "md5" and record.md5:
         return f"{url}#{record.md5}"
     if record.sha256:
@@ -393,7 +404,8 @@ def _extras(prefix: Path, records: list[CondaRecord], strict: bool) -> tuple[lis
 
 
 def export_explicit(prefix: Path, config: dict[str, Any] | None = None, *, sidecar_name: str | None = None,
-                    strict: bool = False, no_pip: bool = False, hash_kind: str = "sha256") -> Exported:
+                    strict: bool = False, no_pip: bool = False, hash_kind: str = "sha256",
+                    mirror: Mirror | None = None) -> Exported:
     """conda's @EXPLICIT list. The format holds conda URLs only: the pip section and `variables:` go into
     a sidecar YAML that the header names (`sidecar_name`), or --strict refuses; never silently dropped."""
     if hash_kind not in HASHES:
@@ -403,6 +415,11 @@ def export_explicit(prefix: Path, config: dict[str, Any] | None = None, *, sidec
     pip, variables, warnings = ([], (), []) if no_pip else _extras(prefix, records, strict)
     if no_pip:
         variables = read_variables(prefix)
+    if mirror is not None and mirror.pypi and pip:
+        # the sidecar's pip part through the same mirror; a private index stays the index (render/mirrors.py)
+        pip = [p for p in pip if not (p.startswith("--index-url ") and is_public_pypi(p.split(None, 1)[1]))]
+        if not any(p.startswith("--index-url ") for p in pip):
+            pip = [f"--index-url {mirror.pypi}", *pip]
     sidecar = None
     lines = ["# This file may be used to create an environment using:",
              "# $ envkit create NAME --file THIS_FILE   (or: conda create --name NAME --file THIS_FILE)",
@@ -431,12 +448,20 @@ def export_explicit(prefix: Path, config: dict[str, Any] | None = None, *, sidec
                        "envkit create --file reads it.\n" + yaml.safe_dump(data, sort_keys=False))
             lines.append(f"{SIDECAR_HEADER}{sidecar_name} ({what}; conda ignores it: "
                          f"pip install -r / conda env config vars set by hand)")
+    if mirror is not None:
+        lacking = sorted({r.channel for r in records if r.url and mirrored_url(r, mirror) is None})
+        if lacking:
+            raise ExportError(f"mirror {mirror.name} ({mirror.title}) does not carry {', '.join(lacking)}, which "
+                              f"{prefix.name}'s packages come from", "export without --mirror (canonical URLs), "
+                              "or name a mirror that carries those channels")
+        lines.append(f"# urls: through {strip_credentials(mirror.title)[0]}, for plain conda behind it (conda "
+                     "downloads these URLs as written); without --mirror the URLs are canonical")
     lines.append("@EXPLICIT")
     for r in sorted(records, key=portable_url):
         if not r.url:
             warnings.append(f"left out {r.name}: its record has no URL")
             continue
-        lines.append(explicit_line(r, hash_kind))
+        lines.append(explicit_line(r, hash_kind, mirror))
     return Exported("\n".join(lines) + "\n", tuple(warnings), sidecar)
 
 

@@ -369,7 +369,9 @@ def _exit_for_verify(result: CreateResult, require_gpu: bool, notice: bool = Fal
 @click.option("--platform", "platforms", multiple=True, metavar="SUBDIR",
               help="lock: solve the env's requested specs for these platforms (repeatable; see `envkit lock`).")
 @click.option("--mirror", default=None, envvar="ENVKIT_MIRROR",
-              help="With --platform: mirror for the solve (default: the one the env was created with).")
+              help="With --platform: mirror for the solve (default: the one the env was created with). With "
+                   "--format explicit on the command line: the URLs through this mirror, for plain conda behind it "
+                   "(conda downloads explicit URLs as written).")
 @click.option("--conda-lock", "conda_lock", is_flag=True, help="yaml: " + CONDA_LOCK_HELP)
 def export(name: str | None, prefix: str | None, output: str | None, fmt: str, from_history: bool, no_pip: bool,
            env_name: str | None, strict: bool, hash_kind: str, lock_version: str, platforms: tuple[str, ...],
@@ -403,6 +405,16 @@ def export(name: str | None, prefix: str | None, output: str | None, fmt: str, f
         kwargs.update(name=env_name, from_history=from_history, conda_lock=conda_lock)
     elif fmt == "explicit":
         kwargs.update(sidecar_name=sidecar_name, hash_kind=hash_kind)
+        from click.core import ParameterSource
+
+        if mirror and click.get_current_context().get_parameter_source("mirror") == ParameterSource.COMMANDLINE:
+            # only a --mirror typed here: ENVKIT_MIRROR set for this machine's creates must not turn the file a
+            # team shares into one that only works behind this machine's mirror
+            from envkit.render.mirrors import resolve
+
+            from envkit.config import load_file_config
+
+            kwargs.update(mirror=resolve(mirror, load_file_config().data))
     elif fmt == "pylock":
         from envkit.export import PYLOCK_NAME
 

@@ -482,6 +482,21 @@ def test_a_lock_of_a_mirrored_env_installs_through_another_mirror(
             assert code == 0, err
             assert builds(isolated / "envs" / name) == builds(isolated / "envs" / "src")
             assert {"transformers", "datasets"} <= pip_names(isolated / "envs" / name)
+        # for plain conda behind that mirror (it downloads explicit URLs as written; no .condarc setting remaps
+        # them: docs/conda-behaviour.md), `export --format explicit --mirror M` writes the mirror's URLs; the mirror
+        # only from the command line: ENVKIT_MIRROR alone keeps the canonical URLs a team shares
+        mirrored = tmp_path / "behind.txt"
+        monkeypatch.setenv("ENVKIT_MIRROR", other.url)
+        code, out, err = run_cli(capsys, "export", "src", "--format", "explicit")
+        assert code == 0 and other.url not in out and "https://conda.anaconda.org/conda-forge/" in out, err
+        monkeypatch.delenv("ENVKIT_MIRROR")
+        assert run_cli(capsys, "export", "src", "--format", "explicit", "--mirror", other.url, "-o",
+                       str(mirrored))[0] == 0
+        urls = [line for line in mirrored.read_text().splitlines() if "://" in line and not line.startswith("#")]
+        assert urls and all(u.startswith(other.url + "/") for u in urls), urls[:3]
+        code, _o, err = run_cli(capsys, "create", "asis", "--file", str(mirrored), "--no-verify", "-q")  # as written
+        assert code == 0, err
+        assert builds(isolated / "envs" / "asis") == builds(isolated / "envs" / "src")
 
 
 def test_a_private_index_stays_the_index_in_every_export(capsys: pytest.CaptureFixture[str], testbed,  # noqa: ANN001
