@@ -311,10 +311,37 @@ def _engine(opts: ChangeOptions, prefix: Path, progress: Progress | None) -> Rat
         raise UsageError(f"envkit cannot tell which channels {prefix} was made from",
                          "name them: --channel conda-forge (once per channel)")
     cuda = meta.get("cuda_override")
-    settings = EngineSettings(channels=tuple(channels), cache_dir=cache_dir(), mirror=mirror,
-                              cuda_override=cuda if isinstance(cuda, str) else None,
+    cuda = cuda if isinstance(cuda, str) else None
+    if cuda is None:
+        cuda = _cuda_without_a_driver(prefix)
+    settings = EngineSettings(channels=tuple(channels), cache_dir=cache_dir(), mirror=mirror, cuda_override=cuda,
                               sharded=bool(config.get("sharded_repodata", True)))
     return RattlerEngine(settings, progress)
+
+
+def _cuda_without_a_driver(prefix: Path) -> str | None:
+    """On a machine with no NVIDIA driver (a login node, CI, a Docker build) and no CONDA_OVERRIDE_CUDA, a CUDA env's
+    re-solve sees no __cuda and fails on its own torch; solve for the CUDA the env already holds instead (its
+    cuda-version record, else its torch build's CUDA), as CONDA_OVERRIDE_CUDA=X.Y would (conda docs, "Managing
+    virtual packages": the override stands in for the driver). None: a driver is there, or the env has no CUDA."""
+    import os
+
+    if "CONDA_OVERRIDE_CUDA" in os.environ:
+        return None
+    from envkit.compat.builds import cuda_of_build
+    from envkit.detect import detect
+
+    own: str | None = None
+    for _path, data in records.conda_records(prefix):
+        name, version, build = data.get("name"), data.get("version"), data.get("build")
+        if name == "cuda-version" and isinstance(version, str):
+            own = ".".join(version.split(".")[:2])
+            break
+        if name == "pytorch" and isinstance(build, str):
+            own = own or cuda_of_build(build)
+    if own is None or detect().driver is not None:
+        return None
+    return own
 
 
 def _env_channels(prefix: Path, kept: tuple[str, ...]) -> tuple[str, ...]:

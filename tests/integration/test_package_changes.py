@@ -425,3 +425,22 @@ def test_force_reinstall_repairs_a_file_edited_in_place_and_its_cache_entry(caps
     assert target.read_bytes() == good
     code, out, _err = run_cli(capsys, "doctor", "dl", "--deep", "--json")
     assert next(f for f in json.loads(out)["findings"] if f["check"] == "files")["status"] == "ok"
+
+
+def test_a_cuda_env_made_on_a_gpu_machine_takes_an_install_on_a_machine_without_a_driver(
+        capsys: pytest.CaptureFixture[str], server: ChannelServer, isolated: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An env made where rattler saw the driver records no CUDA override; a later install on a login node, in CI or
+    in a Docker build (no driver, no CONDA_OVERRIDE_CUDA) re-solves for the CUDA the env holds (its cuda-version),
+    instead of failing on its own torch's __cuda (torture seed 33: "this solve had no __cuda")."""
+    make_env(capsys, server)
+    prefix = isolated / "envs" / "dl"
+    record = prefix / ".envkit" / "create.json"
+    data = json.loads(record.read_text())
+    data.pop("cuda_override", None)  # what a create on a GPU machine writes: rattler detected __cuda itself
+    record.write_text(json.dumps(data))
+    monkeypatch.delenv("CONDA_OVERRIDE_CUDA", raising=False)
+    torch_before = packages(prefix)["pytorch"]
+    code, out, err = run_cli(capsys, "install", "dl", "tqdm", "--yes")
+    assert code == 0, err
+    assert "tqdm" in packages(prefix) and packages(prefix)["pytorch"] == torch_before
