@@ -230,9 +230,21 @@ _IGNORED_ON_LINE_RE = re.compile(r"\s+(?:-i|--index-url|--extra-index-url|-f|--f
                                  r"--pre|--prefer-binary|--only-binary|--no-binary)(?:[=\s]+(?!-)\S+)?(?=\s|$)")
 
 
+# one option, two spellings (pip/_internal/cli/cmdoptions.py: "-e", "--editable"; "-r", "--requirement"; "-c",
+# "--constraint"; "-f", "--find-links"; "-i", "--index-url"), and optparse takes `--opt=value` as `--opt value`
+_OPTION_ALIASES = {"--editable": "-e", "--requirement": "-r", "--constraint": "-c", "--find-links": "-f",
+                   "-i": "--index-url"}
+
+
 def requirement_part(line: str) -> str:
-    """A requirement line as pip acts on it: the file-wide options pip ignores there left out."""
-    return line if line.startswith("-") else _IGNORED_ON_LINE_RE.sub("", line).strip()
+    """A requirement line as pip acts on it: the file-wide options pip ignores there left out, an option line in
+    one spelling of its option."""
+    if line.startswith("-"):
+        m = re.match(r"^(--?[A-Za-z-]+)(?:=|\s+)(.*)$", line)
+        if m:
+            return f"{_OPTION_ALIASES.get(m.group(1), m.group(1))} {m.group(2).strip()}"
+        return line
+    return _IGNORED_ON_LINE_RE.sub("", line).strip()
 
 
 def pip_name(line: str) -> str | None:
@@ -637,6 +649,8 @@ def self_test() -> int:
         "R4 cuda": (good.replace("cuda-version=12.0", "cuda-version=13.3"), ["R4 CUDA 13.3 needs"]),
         "R5 coupled": (good.replace("pytorch=2.2.1", "pytorch=2.8.0"), ["R5 torch moved", "R3 torch 2.8.0 breaks"]),
     }
+    assert requirement_part("--editable=git+ssh://h/x.git#egg=x") == requirement_part("-e git+ssh://h/x.git#egg=x")
+    assert requirement_part("-e ./a") != requirement_part("-e ./b")
     old_torch = good.replace("pytorch=2.2.1", "pytorch=1.13.0").replace("cuda-version=12.0", "cudatoolkit=11.3")
     h200_cases = {
         "R4 sm_90": (old_torch, ["R4 torch 1.13.0 has no sm_90"]),
