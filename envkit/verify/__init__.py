@@ -26,17 +26,20 @@ MAX_STEPS = 100_000
 _MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 
+def _interpreter(name: str | None, prefix: str | None, python: str | None) -> tuple[str, Path | None]:
+    """The python that runs a payload, and the env it belongs to (None for a bare --python)."""
+    if python:
+        return resolve_python(python), None
+    env_prefix = find_prefix(name, prefix)
+    return str(python_of(env_prefix)), env_prefix
+
+
 def verify_env(*, name: str | None = None, prefix: str | None = None, python: str | None = None,
                quick: bool = False, device: int | None = None, all_gpus: bool = False,
                timeout: float = VERIFY_TIMEOUT, report_file: Path | None = None,
                save: bool = True) -> VerifyReport:
     """Run the AMP payload with the env's python; save the report in <prefix>/.envkit/verify.json."""
-    env_prefix: Path | None = None
-    if python:
-        exe = resolve_python(python)
-    else:
-        env_prefix = find_prefix(name, prefix)
-        exe = str(python_of(env_prefix))
+    exe, env_prefix = _interpreter(name, prefix, python)
     machine = detect().to_json()
     options = {"quick": quick, "device": device, "all_gpus": all_gpus}
     report = run_payload(exe, options, machine, prefix=env_prefix, timeout=timeout)
@@ -76,12 +79,7 @@ def verify_model(model: str, *, name: str | None = None, prefix: str | None = No
     """fp32 vs fp16 + GradScaler vs bf16 on the user's own model, run by the env's python (torch only there)."""
     spec = model_spec(model)
     check_steps(steps)
-    env_prefix: Path | None = None
-    if python:
-        exe = resolve_python(python)
-    else:
-        env_prefix = find_prefix(name, prefix)
-        exe = str(python_of(env_prefix))
+    exe, env_prefix = _interpreter(name, prefix, python)
     machine = detect().to_json()
     options = {"model": spec, "steps": steps, "device": device, "path": [str(Path.cwd())],
                "time_budget_s": time_budget_s, "max_batch": max_batch}
