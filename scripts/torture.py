@@ -208,27 +208,7 @@ def kills(bed: Bed, tally: Tally, rng: random.Random, per_signal: int, verbs: tu
                     time.sleep(rng.uniform(0, 0.01 if verb == "bundle" else span * 0.2))  # bundle's is brief
                 else:
                     time.sleep(rng.uniform(0.05, span * 1.1))
-                staged = any(n.startswith(STAGING_NAMES) for n in leftovers(where))
-                proc.send_signal(sig)
-                tally.count(f"{verb} {sig.name} while staging existed", staged)
-                try:
-                    _out, err = proc.communicate(timeout=60)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    _out, err = proc.communicate()
-                    tally.flag("staging left after next cmd", f"{label}: it did not stop within 60 s")
-                tally.fault(f"{verb} {sig.name}")
-                err = err or ""
-                if os.environ.get("ENVKIT_TORTURE_VERBOSE"):
-                    print(f"{label}: rc {proc.returncode}: {err.strip()[-300:]}", file=sys.stderr)
-                if "Traceback" in err:
-                    # before envkit runs: an import, or runpy still finding `python -m envkit`'s package (seed 31,
-                    # create SIGINT #4: only <frozen runpy> frames, no envkit one)
-                    if "in <module>" in err or "importlib._bootstrap" in err or (
-                            "<frozen runpy>" in err and "/envkit/" not in err):
-                        tally.fault(f"{sig.name} during interpreter start-up")  # before envkit runs: Python's own
-                    else:
-                        tally.flag("tracebacks", f"{label}: {err[-300:]}")
+                err = kill_and_read(proc, sig, verb, label, tally, where)
                 left = [n for n in leftovers(where) if n.startswith(STAGING_NAMES)]
                 if left and INTERRUPTED in err:
                     tally.flag("false 'nothing was left behind'", f"{label}: {left}")
@@ -255,6 +235,33 @@ def applied(prefix: Path) -> bool | None:
     record = any(prefix.glob(f"conda-meta/{CHANGED}-*.json"))
     files = any(prefix.glob(f"lib/python*/site-packages/{CHANGED}_standin/__init__.py"))
     return record if record == files else None
+
+
+def kill_and_read(proc: subprocess.Popen[str], sig: signal.Signals, verb: str, label: str, tally: Tally,
+                  where: Path) -> str:
+    """Send `sig`, wait for the process (killed after 60 s) and count what it did; its stderr. A traceback is a
+    finding, unless the signal came before envkit ran: an import, or runpy still finding `python -m envkit`'s
+    package (seed 31, create SIGINT #4: only <frozen runpy> frames, no envkit one), which is Python's own."""
+    staged = any(n.startswith(STAGING_NAMES) for n in leftovers(where))
+    proc.send_signal(sig)
+    tally.count(f"{verb} {sig.name} while staging existed", staged)
+    try:
+        _out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _out, err = proc.communicate()
+        tally.flag("staging left after next cmd", f"{label}: it did not stop within 60 s")
+    tally.fault(f"{verb} {sig.name}")
+    err = err or ""
+    if os.environ.get("ENVKIT_TORTURE_VERBOSE"):
+        print(f"{label}: rc {proc.returncode}: {err.strip()[-300:]}", file=sys.stderr)
+    if "Traceback" in err:
+        if "in <module>" in err or "importlib._bootstrap" in err or (
+                "<frozen runpy>" in err and "/envkit/" not in err):
+            tally.fault(f"{sig.name} during interpreter start-up")
+        else:
+            tally.flag("tracebacks", f"{label}: {err[-300:]}")
+    return err
 
 
 def install_kills(bed: Bed, tally: Tally, rng: random.Random, per_signal: int) -> None:
@@ -288,22 +295,7 @@ def install_kills(bed: Bed, tally: Tally, rng: random.Random, per_signal: int) -
                 time.sleep(rng.uniform(0, span * 0.2))
             else:
                 time.sleep(rng.uniform(0.05, span * 1.1))
-            staged = any(n.startswith(STAGING_NAMES) for n in leftovers(bed.envs))
-            proc.send_signal(sig)
-            tally.count(f"install {sig.name} while staging existed", staged)
-            try:
-                _out, err = proc.communicate(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                _out, err = proc.communicate()
-                tally.flag("staging left after next cmd", f"{label}: it did not stop within 60 s")
-            tally.fault(f"install {sig.name}")
-            err = err or ""
-            if "Traceback" in err:
-                if "in <module>" in err or "importlib._bootstrap" in err:
-                    tally.fault(f"{sig.name} during interpreter start-up")
-                else:
-                    tally.flag("tracebacks", f"{label}: {err[-300:]}")
+            err = kill_and_read(proc, sig, "install", label, tally, bed.envs)
             if not complete(victim) or not (victim / "keep.txt").is_file():
                 tally.flag("envs lost", f"{label}: the env is incomplete or lost the user's file")
             elif applied(victim) is None:
